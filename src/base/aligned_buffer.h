@@ -1,0 +1,51 @@
+// AlignedBuffer: move-only, 64-byte aligned heap memory (cache line / AVX-512 friendly).
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace ferry {
+
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t bytes) : size_(bytes) {
+    if (bytes == 0) return;
+    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+    if (!data_) throw std::bad_alloc();
+  }
+  ~AlignedBuffer() { std::free(data_); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    if (this != &o) {
+      std::free(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(data_); }
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(data_); }
+  size_t size() const { return size_; }
+  void Zero() { if (data_) std::memset(data_, 0, size_); }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace ferry

@@ -1,0 +1,86 @@
+// Public kernel API: raw pointers and sizes only (no model config, request or block-table
+// objects). Each entry forwards to the implementation chosen once at start-up from cpuid
+// (FERRY_ISA=scalar|avx2|avx512 forces one); ref/ holds the scalar truth for every kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace ferry::kernels {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+const char* IsaName(Isa isa);
+// The ISA in use (cpuid, overridden by FERRY_ISA). Fixed after the first call.
+Isa ActiveIsa();
+// Best ISA this CPU supports (ignores FERRY_ISA); tests loop over Scalar..Best.
+Isa BestSupportedIsa();
+// Forces an ISA (tests only). Returns false if the CPU lacks it.
+bool ForceIsa(Isa isa);
+
+// ---- Conversion ----------------------------------------------------------------------
+// Whether DequantizeRow supports t (all stored weight types do: f32, f16, bf16, q4_0, q4_1,
+// q5_0, q5_1, q8_0, q2_k..q6_k, q8_k).
+bool CanDequantize(DType t);
+// dst[n] = float(src). n must be a multiple of the block size of t. Bit-exact with ggml.
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+// Whether QuantizeRow supports t (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_k at least).
+bool CanQuantize(DType t);
+// dst = quantize(src[n]) with ggml's reference rounding. n multiple of the block size.
+void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
+
+// ---- Linear algebra -------------------------------------------------------------------
+// y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tok, o < n_out.
+//   w: [n_out, n_in] rows of type w_type, densely packed (row bytes = RowBytes(w_type, n_in)).
+//   x: [n_tok, n_in] f32, y: [n_tok, n_out] f32.
+// Weights are never expanded to f32 in memory: dequantization is fused into the dot product.
+// Activations are quantized on the fly to the weight type's partner (q8_0 for q4_0/q4_1/
+// q5_x/q8_0, q8_k for k-quants) exactly as llama.cpp does, so results match its goldens.
+// The reduction order of y[t][o] depends only on (w, x[t]), never on n_tok or threads:
+// a request's output is independent of what else is in the batch.
+// Parallel over output rows with `pool` (may be null for single-threaded).
+void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
+            float* y, ThreadPool* pool);
+// Whether MatMul supports weights of type t.
+bool CanMatMul(DType t);
+
+// ---- Elementwise / normalization --------------------------------------------------------
+// y[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]   (y may alias x)
+void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+// x[n] = softmax(x[n]) in place (max-subtracted).
+void Softmax(float* x, int64_t n);
+// out[n] = silu(gate[n]) * up[n]   (out may alias gate or up)
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+// y[n] += x[n]
+void AddInPlace(float* y, const float* x, int64_t n);
+
+// Rotary embedding in place on x: [n_heads, head_dim], rotating the first rot_dim dims of
+// each head by angle pos * inv_freq[j] for pair j (inv_freq: [rot_dim/2], precomputed by the
+// model with any scaling such as llama3's already applied).
+//   neox = false: pairs are (2j, 2j+1) (llama.cpp LLAMA "normal" rope, llama2.c).
+//   neox = true:  pairs are (j, j + rot_dim/2) (HF rotate-half, qwen2).
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
+          bool neox);
+
+// ---- Attention ------------------------------------------------------------------------
+// K/V for one sequence and one layer, stored in fixed-size blocks:
+//   k_cache, v_cache: [num_blocks, block_size, n_kv_heads, head_dim] f32
+//   block_table[i]: physical block holding logical tokens [i*block_size, (i+1)*block_size)
+struct KvBlocks {
+  const float* k_cache;
+  const float* v_cache;
+  const int32_t* block_table;
+  int32_t block_size;
+};
+
+// Causal attention of n_q query tokens of one sequence against its cached keys:
+//   q:     [n_q, n_heads, head_dim]; query t attends keys at positions 0..q_pos[t] inclusive
+//   out:   [n_q, n_heads, head_dim]
+// GQA: query head h reads kv head h / (n_heads / n_kv_heads). scale is usually 1/sqrt(head_dim).
+// Parallel over (query, head) with pool (may be null).
+void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
+               int head_dim, float scale, const KvBlocks& kv, float* out, ThreadPool* pool);
+
+}  // namespace ferry::kernels

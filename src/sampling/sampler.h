@@ -1,0 +1,44 @@
+// Sampler: turns a row of logits into a token id under per-request SamplingParams.
+// Each request owns its Sampler (and RNG): same seed, same output.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace ferry {
+
+struct SamplingParams {
+  float temperature = 0.8f;  // 0 = greedy
+  int32_t top_k = 40;        // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;    // llama.cpp style, over the last repeat_last_n tokens
+  int32_t repeat_last_n = 64;
+  float presence_penalty = 0.0f;  // OpenAI style
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0xFFFFFFFFu;    // LLAMA_DEFAULT_SEED meaning "random"; any other value is fixed
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, int32_t n_vocab);
+
+  // Samples from logits [n_vocab] (modified in place by penalties/temperature).
+  // history: tokens seen so far (prompt + generated) for the penalties.
+  int32_t Sample(float* logits, std::span<const int32_t> history);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  int32_t n_vocab_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // [n_vocab] scratch
+};
+
+// Index of the largest logit (first on ties), the greedy choice.
+int32_t ArgMax(const float* logits, int32_t n);
+
+}  // namespace ferry

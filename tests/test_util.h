@@ -1,0 +1,38 @@
+// Shared test helpers: where the shared assets are, and skipping cleanly without them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace ferry::testing {
+
+// FERRY_ASSETS if set, else ../shared/assets beside the project root.
+inline std::string AssetsDir() {
+  if (const char* env = std::getenv("FERRY_ASSETS"); env && *env) return env;
+  return std::string(FERRY_SOURCE_DIR) + "/../shared/assets";
+}
+inline std::string AssetPath(const std::string& rel) { return AssetsDir() + "/" + rel; }
+inline bool HaveAsset(const std::string& rel) { return std::filesystem::exists(AssetPath(rel)); }
+
+// A fresh temp dir per test (removed at the end of the process is not needed: tmp is tmp).
+inline std::string TempDir() {
+  auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::filesystem::path p = std::filesystem::temp_directory_path() /
+                            (std::string("ferry_test_") + info->test_suite_name() + "_" + info->name());
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+}  // namespace ferry::testing
+
+// Skips the test with a clear message when an asset is missing.
+#define FERRY_REQUIRE_ASSET(rel)                                                              \
+  do {                                                                                        \
+    if (!::ferry::testing::HaveAsset(rel)) {                                                  \
+      GTEST_SKIP() << "asset '" << (rel) << "' not found under " << ::ferry::testing::AssetsDir() \
+                   << " (set FERRY_ASSETS to the shared assets folder)";                      \
+    }                                                                                         \
+  } while (0)
