@@ -66,8 +66,8 @@ StatusOr<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path
 StatusOr<std::unique_ptr<WeightSource>> OpenGguf(const std::string& path);
 StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string& dir);
 // llama2.c legacy (28-byte header), version 1 (f32) or version 2 (q8 groups, dequantized to
-// f32 at load because its groups straddle rows). Adds tokenizer.ggml.* metadata from a
-// tokenizer .bin found beside it (tokenizer.bin or tok<vocab_size>.bin) if one exists.
+// f32 at load because its groups straddle rows). The tokenizer .bin beside it is loaded by the
+// tokenizer layer (LoadLlama2cTokenizer), not here: formats depends on core only.
 StatusOr<std::unique_ptr<WeightSource>> OpenLlama2c(const std::string& path);
 
 }  // namespace ferry::formats
