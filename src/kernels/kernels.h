@@ -26,7 +26,8 @@ bool ForceIsa(Isa isa);
 bool CanDequantize(DType t);
 // dst[n] = float(src). n must be a multiple of the block size of t. Bit-exact with ggml.
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
-// Whether QuantizeRow supports t (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_k at least).
+// Whether QuantizeRow supports t (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q8_k,
+// q4_k, q6_k).
 bool CanQuantize(DType t);
 // dst = quantize(src[n]) with ggml's reference rounding. n multiple of the block size.
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
@@ -36,8 +37,9 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 //   w: [n_out, n_in] rows of type w_type, densely packed (row bytes = RowBytes(w_type, n_in)).
 //   x: [n_tok, n_in] f32, y: [n_tok, n_out] f32.
 // Weights are never expanded to f32 in memory: dequantization is fused into the dot product.
-// Activations are quantized on the fly to the weight type's partner (q8_0 for q4_0/q4_1/
-// q5_x/q8_0, q8_k for k-quants) exactly as llama.cpp does, so results match its goldens.
+// Activations are quantized on the fly to the weight type's partner (MatMulActivationType:
+// q8_0 for q4_0/q5_0/q8_0, q8_1 for q4_1/q5_1, q8_k for k-quants, f16/bf16 for f16/bf16) with
+// llama.cpp's x86 AVX2 rounding, so results track its goldens on this machine kind.
 // The reduction order of y[t][o] depends only on (w, x[t]), never on n_tok or threads:
 // a request's output is independent of what else is in the batch.
 // Parallel over output rows with `pool` (may be null for single-threaded).
@@ -45,6 +47,10 @@ void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const floa
             float* y, ThreadPool* pool);
 // Whether MatMul supports weights of type t.
 bool CanMatMul(DType t);
+// The type MatMul converts activations to for weights of type t (llama.cpp's vec_dot_type):
+// f32 -> f32, f16 -> f16, bf16 -> bf16, q4_0/q5_0/q8_0 -> q8_0, q4_1/q5_1 -> q8_1,
+// q2_k..q6_k -> q8_k. Only meaningful when CanMatMul(t).
+DType MatMulActivationType(DType t);
 
 // ---- Elementwise / normalization --------------------------------------------------------
 // y[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]   (y may alias x)

@@ -1,0 +1,121 @@
+// Kernel microbenchmarks: GEMV/GEMM throughput per weight type and ISA (weight bytes/s),
+// plus the elementwise kernels and attention. Run: kernels_bench --benchmark_filter=Gemv
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels {
+namespace {
+
+// Weight matrix of type t, [n_out, n_in], quantized from Gaussian data (k-quants: random
+// bytes, whose speed does not depend on the values).
+std::vector<uint8_t> MakeWeights(DType t, int64_t n_out, int64_t n_in) {
+  std::mt19937 rng(1);
+  std::vector<uint8_t> w(RowBytes(t, n_in) * n_out);
+  if (CanQuantize(t)) {
+    std::normal_distribution<float> d(0.f, 0.02f);
+    std::vector<float> row(n_in);
+    for (int64_t o = 0; o < n_out; ++o) {
+      for (auto& v : row) v = d(rng);
+      QuantizeRow(t, row.data(), w.data() + o * RowBytes(t, n_in), n_in);
+    }
+  } else {
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+  }
+  return w;
+}
+
+// args: dtype, isa, n_tok, threads[, n_out]. The default 16384 x 2048 weights exceed L3 so
+// decode streams from DRAM; a small n_out (L2-resident) measures pure compute.
+void BM_MatMul(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const auto isa = static_cast<Isa>(state.range(1));
+  const int64_t n_tok = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  if (!ForceIsa(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const int64_t n_out = state.range(4) ? state.range(4) : 16384, n_in = 2048;
+  auto w = MakeWeights(t, n_out, n_in);
+  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    MatMul(w.data(), t, n_out, n_in, x.data(), n_tok, y.data(), threads > 1 ? &pool : nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(DTypeName(t)) + "/" + IsaName(isa));
+  ForceIsa(BestSupportedIsa());
+}
+
+void GemvArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K})
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2}) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0});
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kF16})
+    b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 2, 0});
+}
+BENCHMARK(BM_MatMul)->Name("Gemv")->Apply(GemvArgs)->Unit(benchmark::kMillisecond);
+
+void GemmArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K})
+    for (int64_t n_tok : {8, 32}) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0});
+}
+void HotArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 1, 128});
+}
+BENCHMARK(BM_MatMul)->Name("GemvHot")->Apply(HotArgs)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RmsNorm(benchmark::State& state) {
+  std::vector<float> x(state.range(0), 0.5f), w(state.range(0), 1.f), y(state.range(0));
+  for (auto _ : state) {
+    RmsNorm(x.data(), w.data(), y.data(), state.range(0), 1e-5f);
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_RmsNorm)->Arg(2048);
+
+void BM_SiluMul(benchmark::State& state) {
+  std::vector<float> g(state.range(0), 0.5f), u(state.range(0), 1.f), y(state.range(0));
+  for (auto _ : state) {
+    SiluMul(g.data(), u.data(), y.data(), state.range(0));
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_SiluMul)->Arg(5632);
+
+// Decode attention: 1 query, 32 heads / 4 kv heads, head_dim 64, context = arg.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4;
+  const int nb = (n_ctx + bs - 1) / bs;
+  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd, 0.1f), v(k.size(), 0.2f), q(nh * hd, 0.3f), out(nh * hd);
+  std::vector<int32_t> table(nb);
+  for (int i = 0; i < nb; ++i) table[i] = nb - 1 - i;
+  const int32_t pos = n_ctx - 1;
+  KvBlocks kv{k.data(), v.data(), table.data(), bs};
+  ThreadPool pool(2);
+  for (auto _ : state) {
+    Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), &pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_AttentionDecode)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace ferry::kernels
+
+BENCHMARK_MAIN();

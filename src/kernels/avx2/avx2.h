@@ -1,0 +1,38 @@
+// AVX2+FMA+F16C kernels (namespace ferry::kernels::avx2). Only files in this folder are built
+// with those ISA flags; callers reach them through the dispatch table after a cpuid check.
+#pragma once
+
+#include <cstdint>
+
+namespace ferry::kernels::avx2 {
+
+// Activation quantizers: bit-identical to their ref:: twins.
+void QuantizeActQ8_0(const float* x, void* dst, int64_t n);
+void QuantizeActQ8_1(const float* x, void* dst, int64_t n);
+void QuantizeActQ8_K(const float* x, void* dst, int64_t n);
+void QuantizeActF16(const float* x, void* dst, int64_t n);
+void QuantizeActBf16(const float* x, void* dst, int64_t n);
+
+// Dot products, same contracts as ref::Dot*.
+float DotF32(const void* w, const void* x, int64_t n);
+float DotF16(const void* w, const void* x, int64_t n);
+float DotBf16(const void* w, const void* x, int64_t n);
+float DotQ4_0(const void* w, const void* x, int64_t n);
+float DotQ4_1(const void* w, const void* x, int64_t n);
+float DotQ5_0(const void* w, const void* x, int64_t n);
+float DotQ5_1(const void* w, const void* x, int64_t n);
+float DotQ8_0(const void* w, const void* x, int64_t n);
+float DotQ4_K(const void* w, const void* x, int64_t n);
+float DotQ5_K(const void* w, const void* x, int64_t n);
+float DotQ6_K(const void* w, const void* x, int64_t n);
+
+float DotF32Plain(const float* a, const float* b, int64_t n);
+void Axpy(float a, const float* x, float* y, int64_t n);
+void Scale(float* y, float a, int64_t n);
+
+void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+void Softmax(float* x, int64_t n);
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+void AddInPlace(float* y, const float* x, int64_t n);
+
+}  // namespace ferry::kernels::avx2

@@ -1,0 +1,48 @@
+// Internal dispatch table: one row of function pointers per ISA, chosen once from cpuid
+// (FERRY_ISA may force one). Public entry points in kernels.h forward through Table().
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels::internal {
+
+// Weight row x activation row (already converted to the partner type) -> float.
+using DotFn = float (*)(const void* w, const void* x, int64_t n);
+// f32 activation row [n] -> partner-type row.
+using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
+
+inline constexpr int kMaxDType = 32;  // DType values are < 32
+
+struct KernelTable {
+  Isa isa;
+  DotFn dot[kMaxDType];             // indexed by weight DType; null when unsupported
+  QuantizeFn quantize_act[kMaxDType];  // indexed by partner DType (f16, bf16, q8_0, q8_1, q8_K)
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  void (*scale)(float* y, float a, int64_t n);
+  void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
+  void (*softmax)(float* x, int64_t n);
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*add)(float* y, const float* x, int64_t n);
+};
+
+// MatMul's activation row for partner type `act`: the partner blocks, then (q8_0, q8_1 only)
+// their scales as floats [n/32] and, for q8_1, the block sums d*sum(q) as floats [n/32].
+// The float copies are exact conversions of the fp16 fields, computed once per token so the
+// dot kernels of every weight row skip the conversion; scalar kernels ignore them.
+size_t ActRowBytes(DType act, int64_t n);
+void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst, int64_t n);
+// The float scales / sums that follow nb partner blocks of block_bytes each.
+inline const float* ActScales(const void* x, int64_t nb, size_t block_bytes) {
+  return reinterpret_cast<const float*>(static_cast<const char*>(x) + nb * static_cast<int64_t>(block_bytes));
+}
+
+// The active table (first call picks it; ForceIsa replaces it).
+const KernelTable& Table();
+// The table of a given ISA (must be supported by the CPU).
+const KernelTable& TableFor(Isa isa);
+
+}  // namespace ferry::kernels::internal

@@ -1,0 +1,101 @@
+// Scalar normalization, activation, rotary and naive attention kernels (llama.cpp formulas).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/ref/ref.h"
+
+namespace ferry::kernels::ref {
+
+void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  // As ggml_compute_forward_rms_norm_f32: squares in float, summed in double.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
+          bool neox) {
+  const int half = rot_dim / 2;
+  for (int j = 0; j < half; ++j) {
+    const float theta = static_cast<float>(pos) * inv_freq[j];
+    const float c = std::cos(theta), s = std::sin(theta);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      const int i0 = neox ? j : 2 * j;
+      const int i1 = neox ? j + half : 2 * j + 1;
+      const float x0 = v[i0], x1 = v[i1];
+      v[i0] = x0 * c - x1 * s;
+      v[i1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
+                    int head_dim, float scale, const KvBlocks& kv, float* out) {
+  const int group = n_heads / n_kv_heads;
+  std::vector<double> scores;
+  std::vector<double> acc(static_cast<size_t>(head_dim));
+  for (int t = 0; t < n_q; ++t) {
+    const int n_keys = q_pos[t] + 1;
+    scores.assign(static_cast<size_t>(n_keys), 0.0);
+    for (int h = 0; h < n_heads; ++h) {
+      const int kvh = h / group;
+      const float* qv = q + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+      auto row = [&](const float* cache, int p) {
+        const int64_t blk = kv.block_table[p / kv.block_size];
+        const int64_t slot = blk * kv.block_size + p % kv.block_size;
+        return cache + (slot * n_kv_heads + kvh) * head_dim;
+      };
+      double max = -std::numeric_limits<double>::infinity();
+      for (int p = 0; p < n_keys; ++p) {
+        const float* k = row(kv.k_cache, p);
+        double s = 0;
+        for (int d = 0; d < head_dim; ++d) s += static_cast<double>(qv[d]) * k[d];
+        scores[p] = s * scale;
+        max = std::max(max, scores[p]);
+      }
+      double sum = 0;
+      for (int p = 0; p < n_keys; ++p) {
+        scores[p] = std::exp(scores[p] - max);
+        sum += scores[p];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int p = 0; p < n_keys; ++p) {
+        const float* v = row(kv.v_cache, p);
+        for (int d = 0; d < head_dim; ++d) acc[d] += scores[p] / sum * v[d];
+      }
+      float* o = out + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+      for (int d = 0; d < head_dim; ++d) o[d] = static_cast<float>(acc[d]);
+    }
+  }
+}
+
+}  // namespace ferry::kernels::ref

@@ -1,0 +1,65 @@
+// Scalar truth for every kernel (namespace ferry::kernels::ref): ggml-exact conversions,
+// integer-exact quantized dot products, and naive attention for tests. No ISA flags here.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels::ref {
+
+// ---- Conversion (bit-exact with ggml's dequantize_row_* / quantize_row_*_ref) ----------
+bool CanDequantize(DType t);
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n);  // dst: [n]
+bool CanQuantize(DType t);
+void QuantizeRow(DType t, const float* src, void* dst, int64_t n);  // src: [n]
+
+// q4_K / q6_K reference quantization (quantize_row_q4_K_ref / quantize_row_q6_K_ref).
+void QuantizeRowQ4_K(const float* x, void* dst, int64_t n);  // dst: [n/256] block_q4_K
+void QuantizeRowQ6_K(const float* x, void* dst, int64_t n);  // dst: [n/256] block_q6_K
+
+// ---- Activation quantization for MatMul ------------------------------------------------
+// llama.cpp's x86 (AVX/AVX2) quantize_row_q8_0 / q8_1 semantics, which differ from the file
+// reference: d = amax/127, id = 127/amax, round half to even. q8_K equals the reference.
+void QuantizeActQ8_0(const float* x, void* dst, int64_t n);  // dst: [n/32] block_q8_0
+void QuantizeActQ8_1(const float* x, void* dst, int64_t n);  // dst: [n/32] block_q8_1
+void QuantizeActQ8_K(const float* x, void* dst, int64_t n);  // dst: [n/256] block_q8_K
+void QuantizeActF16(const float* x, void* dst, int64_t n);   // dst: [n] fp16
+void QuantizeActBf16(const float* x, void* dst, int64_t n);  // dst: [n] bf16
+
+// ---- Dot products: weight row (type in name) x activation row (its partner type) ---------
+// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double.
+float DotF32(const void* w, const void* x, int64_t n);
+float DotF16(const void* w, const void* x, int64_t n);   // x: fp16
+float DotBf16(const void* w, const void* x, int64_t n);  // x: bf16
+float DotQ4_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float DotQ4_1(const void* w, const void* x, int64_t n);  // x: q8_1
+float DotQ5_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float DotQ5_1(const void* w, const void* x, int64_t n);  // x: q8_1
+float DotQ8_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float DotQ2_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float DotQ3_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float DotQ4_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float DotQ5_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float DotQ6_K(const void* w, const void* x, int64_t n);  // x: q8_K
+
+// ---- Vector helpers (attention inner loops) ---------------------------------------------
+float DotF32Plain(const float* a, const float* b, int64_t n);  // float accumulation, in order
+void Axpy(float a, const float* x, float* y, int64_t n);       // y += a * x
+void Scale(float* y, float a, int64_t n);                      // y *= a
+
+// ---- Elementwise / normalization --------------------------------------------------------
+void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+void Softmax(float* x, int64_t n);
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+void AddInPlace(float* y, const float* x, int64_t n);
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
+          bool neox);
+
+// Naive causal attention (materialized scores, then softmax) for tests; same contract as
+// kernels::Attention, single-threaded.
+void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
+                    int head_dim, float scale, const KvBlocks& kv, float* out);
+
+}  // namespace ferry::kernels::ref

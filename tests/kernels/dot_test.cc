@@ -1,0 +1,94 @@
+// Dot products: ref against dequantized floats (so ref itself can fail) and every ISA
+// against ref, on random data and lengths (ragged tails for the float types).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernel_test_util.h"
+
+namespace ferry::kernels {
+namespace {
+
+using testing::AbsDot;
+using testing::Dequant;
+using testing::MatMulTypes;
+using testing::RandomFloats;
+using testing::RandomRow;
+using testing::ToPartner;
+
+int64_t RandomLength(std::mt19937& rng, DType t) {
+  const int64_t bs = Traits(t).block_size;
+  if (bs == 1) return std::uniform_int_distribution<int64_t>(1, 300)(rng);
+  return bs * std::uniform_int_distribution<int64_t>(1, bs == 256 ? 6 : 40)(rng);
+}
+
+TEST(Dot, RefMatchesDequantizedProduct) {
+  std::mt19937 rng(10);
+  const auto& scalar = internal::TableFor(Isa::kScalar);
+  for (DType t : MatMulTypes()) {
+    SCOPED_TRACE(DTypeName(t));
+    for (int rep = 0; rep < 30; ++rep) {
+      const int64_t n = RandomLength(rng, t);
+      auto w = RandomRow(rng, t, n);
+      auto x = RandomFloats(rng, n);
+      auto xq = ToPartner(t, x.data(), n);
+      auto wf = Dequant(t, w.data(), n);
+      auto xf = Dequant(MatMulActivationType(t), xq.data(), n);
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += static_cast<double>(wf[i]) * xf[i];
+      const double s = AbsDot(wf, xf);
+      // q8_1 keeps d*sum(q) as fp16: the min term carries that rounding.
+      const double tol = (testing::UsesQ8_1(t) ? 2e-3 : 1e-5) * s + 1e-6;
+      const float got = scalar.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+      ASSERT_NEAR(got, want, tol) << "n=" << n;
+    }
+  }
+}
+
+TEST(Dot, EveryIsaMatchesRef) {
+  std::mt19937 rng(11);
+  const auto& scalar = internal::TableFor(Isa::kScalar);
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    for (DType t : MatMulTypes()) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
+      ASSERT_NE(tab.dot[static_cast<int>(t)], nullptr);
+      for (int rep = 0; rep < 50; ++rep) {
+        const int64_t n = RandomLength(rng, t);
+        auto w = RandomRow(rng, t, n);
+        auto x = RandomFloats(rng, n, rep % 3 == 0 ? 100.f : 1.f);
+        auto xq = ToPartner(t, x.data(), n);
+        auto wf = Dequant(t, w.data(), n);
+        auto xf = Dequant(MatMulActivationType(t), xq.data(), n);
+        const double s = AbsDot(wf, xf);
+        const float want = scalar.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+        const float got = tab.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+        ASSERT_NEAR(got, want, 2e-6 * s + 1e-6 * std::fabs(want) + 1e-30) << "n=" << n;
+      }
+    }
+  }
+}
+
+TEST(Dot, F32HelpersMatchRef) {
+  std::mt19937 rng(12);
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    for (int rep = 0; rep < 50; ++rep) {
+      const int64_t n = std::uniform_int_distribution<int64_t>(1, 200)(rng);
+      auto a = RandomFloats(rng, n), b = RandomFloats(rng, n);
+      EXPECT_NEAR(tab.dot_f32(a.data(), b.data(), n), ref::DotF32(a.data(), b.data(), n), 1e-5 * AbsDot(a, b));
+      auto y1 = b, y2 = b;
+      tab.axpy(0.37f, a.data(), y1.data(), n);
+      ref::Axpy(0.37f, a.data(), y2.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-6f * (std::fabs(y2[i]) + 1));
+      tab.scale(y1.data(), -1.5f, n);
+      ref::Scale(y2.data(), -1.5f, n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-6f * (std::fabs(y2[i]) + 1));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::kernels

@@ -1,0 +1,141 @@
+// RmsNorm, Softmax, SiluMul, AddInPlace and Rope: hand-written expectations and every ISA
+// against ref on random data (ragged lengths).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernel_test_util.h"
+
+namespace ferry::kernels {
+namespace {
+
+using testing::RandomFloats;
+
+TEST(Ops, RmsNormKnownValues) {
+  testing::IsaRestorer restore;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f};
+    float y[4];
+    RmsNorm(x, w, y, 4, 0.f);
+    const double s = 1.0 / std::sqrt(7.5);
+    EXPECT_NEAR(y[0], 1 * s, 1e-6);
+    EXPECT_NEAR(y[1], 2 * s, 1e-6);
+    EXPECT_NEAR(y[2], 6 * s, 1e-6);
+    EXPECT_NEAR(y[3], 2 * s, 1e-6);
+    float z[4] = {0, 0, 0, 0};
+    RmsNorm(z, w, z, 4, 1e-5f);  // eps keeps zeros finite; aliasing allowed
+    EXPECT_EQ(z[0], 0.f);
+  }
+}
+
+TEST(Ops, SoftmaxKnownValues) {
+  testing::IsaRestorer restore;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    float x[3] = {1, 2, 3};
+    Softmax(x, 3);
+    EXPECT_NEAR(x[0], 0.09003057f, 1e-6);
+    EXPECT_NEAR(x[1], 0.24472847f, 1e-6);
+    EXPECT_NEAR(x[2], 0.66524096f, 1e-6);
+    std::vector<float> m(11, 0.f);
+    m[3] = -std::numeric_limits<float>::infinity();
+    m[9] = -std::numeric_limits<float>::infinity();
+    Softmax(m.data(), 11);
+    EXPECT_EQ(m[3], 0.f);
+    EXPECT_EQ(m[9], 0.f);
+    EXPECT_NEAR(m[0], 1.0f / 9, 1e-7);
+  }
+}
+
+TEST(Ops, SiluMulKnownValues) {
+  testing::IsaRestorer restore;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    std::vector<float> g = {0, 1, -1, 10, -10, 100, -100, 2, 0.5f};
+    std::vector<float> u = {1, 1, 2, 1, 1, 1, 1, -1, 4};
+    std::vector<float> out(g.size());
+    SiluMul(g.data(), u.data(), out.data(), static_cast<int64_t>(g.size()));
+    EXPECT_EQ(out[0], 0.f);
+    EXPECT_NEAR(out[1], 0.7310586f, 1e-6);
+    EXPECT_NEAR(out[2], -0.26894142f * 2, 1e-6);
+    EXPECT_NEAR(out[3], 9.9995460f, 1e-5);
+    EXPECT_NEAR(out[4], -4.5397868e-4f, 1e-9);
+    EXPECT_NEAR(out[5], 100.f, 1e-4);
+    EXPECT_NEAR(out[6], 0.f, 1e-30);
+    EXPECT_NEAR(out[7], -1.7615942f, 1e-6);
+    EXPECT_NEAR(out[8], 0.31122967f * 4, 1e-6);
+  }
+}
+
+TEST(Ops, EveryIsaMatchesRefOnRandomData) {
+  std::mt19937 rng(30);
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    SCOPED_TRACE(IsaName(isa));
+    for (int rep = 0; rep < 30; ++rep) {
+      const int64_t n = std::uniform_int_distribution<int64_t>(1, 700)(rng);
+      auto x = RandomFloats(rng, n, 3.f), w = RandomFloats(rng, n), u = RandomFloats(rng, n);
+      std::vector<float> a(n), b(n);
+      tab.rms_norm(x.data(), w.data(), a.data(), n, 1e-6f);
+      ref::RmsNorm(x.data(), w.data(), b.data(), n, 1e-6f);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 1e-6f * std::fabs(b[i]) + 1e-30f);
+      a = x;
+      b = x;
+      tab.softmax(a.data(), n);
+      ref::Softmax(b.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 2e-6f * b[i] + 1e-12f);
+      tab.silu_mul(x.data(), u.data(), a.data(), n);
+      ref::SiluMul(x.data(), u.data(), b.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 2e-6f * std::fabs(b[i]) + 1e-30f);
+      a = x;
+      b = x;
+      tab.add(a.data(), u.data(), n);
+      ref::AddInPlace(b.data(), u.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], b[i]);
+    }
+  }
+}
+
+TEST(Ops, RopeNormalAndNeoxKnownValues) {
+  const float inv_freq[2] = {1.0f, 0.5f};
+  float x[4] = {1, 0, 0, 1};
+  Rope(x, 1, 4, 4, 1, inv_freq, /*neox=*/false);
+  EXPECT_NEAR(x[0], std::cos(1.0f), 1e-7);
+  EXPECT_NEAR(x[1], std::sin(1.0f), 1e-7);
+  EXPECT_NEAR(x[2], -std::sin(0.5f), 1e-7);
+  EXPECT_NEAR(x[3], std::cos(0.5f), 1e-7);
+  float y[4] = {1, 0, 0, 1};
+  Rope(y, 1, 4, 4, 1, inv_freq, /*neox=*/true);
+  EXPECT_NEAR(y[0], std::cos(1.0f), 1e-7);  // pair (0, 2) by angle 1
+  EXPECT_NEAR(y[2], std::sin(1.0f), 1e-7);
+  EXPECT_NEAR(y[1], -std::sin(0.5f), 1e-7);  // pair (1, 3) by angle 0.5
+  EXPECT_NEAR(y[3], std::cos(0.5f), 1e-7);
+}
+
+TEST(Ops, RopePartialRotationAndHeadsAndPosition) {
+  const float inv_freq[1] = {0.25f};
+  // 2 heads of dim 4, only the first 2 dims rotate.
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  Rope(x, 2, 4, 2, 6, inv_freq, false);
+  const float c = std::cos(1.5f), s = std::sin(1.5f);
+  EXPECT_NEAR(x[0], 1 * c - 2 * s, 1e-6);
+  EXPECT_NEAR(x[1], 1 * s + 2 * c, 1e-6);
+  EXPECT_EQ(x[2], 3.f);
+  EXPECT_EQ(x[3], 4.f);
+  EXPECT_NEAR(x[4], 5 * c - 6 * s, 1e-6);
+  EXPECT_NEAR(x[5], 5 * s + 6 * c, 1e-6);
+  EXPECT_EQ(x[7], 8.f);
+  const float inv_freq2[2] = {1.0f, 0.1f};
+  float z[4] = {1, 2, 3, 4};
+  Rope(z, 1, 4, 4, 0, inv_freq2, true);  // position 0 is the identity
+  EXPECT_EQ(z[0], 1.f);
+  EXPECT_EQ(z[3], 4.f);
+}
+
+}  // namespace
+}  // namespace ferry::kernels
