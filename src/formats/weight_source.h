@@ -9,7 +9,8 @@
 //     (GGUF's ne[] reversed; safetensors' shape as is).
 // Extra keys Ferry adds:
 //   "ferry.rope.neox" (bool): q/k rows are in HF rotate-half order, use neox-style RoPE.
-//   "ferry.source.format" (string): "gguf", "safetensors", "llama2c-legacy", "llama2c-v1", ...
+//   "ferry.source.format" (string): "gguf v3" / "gguf v2", "safetensors", "llama2c-legacy",
+//     "llama2c-v1", "llama2c-v2".
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan+UBSan) in build-fuzz/ and runs each one for
+# SECONDS (default 20) from a small generated seed corpus. Exits non-zero on any crash.
+#   scripts/run-fuzzers.sh [SECONDS]
+# Env: FERRY_FUZZ_BUILD_DIR (default <repo>/build-fuzz), FERRY_FUZZ_JOBS (default 2),
+#      FERRY_ASSETS (shared assets; stories260K.gguf and the HF safetensors join the seeds).
+set -euo pipefail
+
+fuzz_seconds="${1:-20}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${FERRY_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+jobs="${FERRY_FUZZ_JOBS:-2}"
+assets="${FERRY_ASSETS:-$root/../shared/assets}"
+
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz
+
+seeds="$build/fuzz-seeds"
+corpus="$build/fuzz-corpus"
+artifacts="$build/fuzz-artifacts"
+rm -rf "$seeds"
+mkdir -p "$seeds/gguf" "$seeds/safetensors" "$corpus/gguf" "$corpus/safetensors" "$artifacts"
+
+# Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
+# a safetensors file with metadata and two tensors.
+python3 - "$seeds" <<'PY'
+import json, struct, sys
+out = sys.argv[1]
+
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+
+def kv(key, t, payload):
+    return s(key) + struct.pack("<I", t) + payload
+
+def gguf(alignment):
+    kvs = [
+        kv("general.architecture", 8, s("llama")),
+        kv("u8", 0, struct.pack("<B", 7)), kv("i8", 1, struct.pack("<b", -7)),
+        kv("u16", 2, struct.pack("<H", 700)), kv("i16", 3, struct.pack("<h", -700)),
+        kv("u32", 4, struct.pack("<I", 70000)), kv("i32", 5, struct.pack("<i", -70000)),
+        kv("f32", 6, struct.pack("<f", 1e-5)), kv("bool", 7, struct.pack("<B", 1)),
+        kv("u64", 10, struct.pack("<Q", 1 << 40)), kv("i64", 11, struct.pack("<q", -(1 << 40))),
+        kv("f64", 12, struct.pack("<d", 0.5)),
+        kv("tokens", 9, struct.pack("<IQ", 8, 3) + s("a") + s("bb") + s("")),
+        kv("nested", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 5, 2) + struct.pack("<ii", 1, -1)),
+    ]
+    if alignment != 32:
+        kvs.append(kv("general.alignment", 4, struct.pack("<I", alignment)))
+    tensors = [("token_embd.weight", [4, 2], 0, 32), ("blk.0.attn_q.weight", [32, 1], 8, 34),
+               ("output_norm.weight", [4], 1, 8)]
+    infos, data, offset = b"", b"", 0
+    for name, ne, typ, nbytes in tensors:
+        infos += s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        infos += struct.pack("<IQ", typ, offset)
+        blob = bytes((i * 37) & 0xFF for i in range(nbytes))
+        pad = (-nbytes) % alignment
+        data += blob + b"\0" * pad
+        offset += nbytes + pad
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs) + infos
+    head += b"\0" * ((-len(head)) % alignment)
+    return head + data
+
+open(f"{out}/gguf/tiny32.gguf", "wb").write(gguf(32))
+open(f"{out}/gguf/tiny64.gguf", "wb").write(gguf(64))
+header = {"__metadata__": {"format": "pt"},
+          "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+          "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}
+h = json.dumps(header).encode()
+h += b" " * ((-len(h)) % 8)
+open(f"{out}/safetensors/tiny.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + bytes(range(22)))
+PY
+[[ -f "$assets/stories260K.gguf" ]] && cp "$assets/stories260K.gguf" "$seeds/gguf/"
+[[ -f "$assets/hf/stories260K/model.safetensors" ]] && cp "$assets/hf/stories260K/model.safetensors" "$seeds/safetensors/"
+
+status=0
+for target in gguf safetensors; do
+  echo "== ${target}_fuzz for ${fuzz_seconds}s"
+  # max_len keeps the big seeds (truncated) from slowing every iteration down.
+  if ! "$build/fuzz/${target}_fuzz" "$corpus/$target" "$seeds/$target" \
+      -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+      -artifact_prefix="$artifacts/${target}-" -print_final_stats=1; then
+    echo "!! ${target}_fuzz found a crash; reproducer in $artifacts/" >&2
+    status=1
+  fi
+done
+exit "$status"

@@ -1,0 +1,174 @@
+#include "formats/hf_config.h"
+
+#include <cmath>
+#include <optional>
+#include <string_view>
+
+namespace ferry::formats {
+namespace {
+
+using Type = MetaValue::Type;
+
+struct ArchName {
+  std::string_view hf;
+  std::string_view gguf;
+};
+constexpr ArchName kArchs[] = {
+    {"LlamaForCausalLM", "llama"},
+    {"MistralForCausalLM", "llama"},
+    {"Qwen2ForCausalLM", "qwen2"},
+};
+
+std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+std::optional<double> JsonFloat(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+// Integers the model shape depends on: present, positive and small enough to multiply safely.
+Status RequirePositive(const nlohmann::json& j, const char* key, const std::string& path, int64_t* out) {
+  auto v = JsonInt(j, key);
+  if (!v) return InvalidArgumentError("{}: missing or non-integer \"{}\"", path, key);
+  if (*v <= 0 || *v > (int64_t{1} << 31))
+    return InvalidArgumentError("{}: \"{}\" = {} is out of range", path, key, *v);
+  *out = *v;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<float> Llama3RopeFactors(double rope_theta, int64_t rot_dim, double factor,
+                                     double low_freq_factor, double high_freq_factor,
+                                     double original_context) {
+  // Mirrors the float32 torch arithmetic of convert_hf_to_gguf.py.
+  const double low_freq_wavelen = original_context / low_freq_factor;
+  const double high_freq_wavelen = original_context / high_freq_factor;
+  std::vector<float> out;
+  for (int64_t i = 0; i < rot_dim; i += 2) {
+    const float exponent = static_cast<float>(i) / static_cast<float>(rot_dim);
+    const float freq = 1.0f / std::pow(static_cast<float>(rope_theta), exponent);
+    const float wavelen = static_cast<float>(2 * M_PI) / freq;
+    if (wavelen < high_freq_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      out.push_back(static_cast<float>(factor));
+    } else {
+      const float smooth =
+          (static_cast<float>(original_context) / wavelen - static_cast<float>(low_freq_factor)) /
+          static_cast<float>(high_freq_factor - low_freq_factor);
+      out.push_back(1.0f / ((1.0f - smooth) / static_cast<float>(factor) + smooth));
+    }
+  }
+  return out;
+}
+
+Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
+                          const std::string& default_name, Metadata* meta, HfConfigResult* result) {
+  if (!config.is_object()) return InvalidArgumentError("{}: config is not a JSON object", path);
+  std::string hf_arch;
+  if (auto it = config.find("architectures");
+      it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    hf_arch = (*it)[0].get<std::string>();
+  for (const ArchName& a : kArchs)
+    if (hf_arch == a.hf) result->arch = a.gguf;
+  if (result->arch.empty())
+    return UnsupportedError(
+        "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, "
+        "MistralForCausalLM and Qwen2ForCausalLM folders)",
+        path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
+  const std::string& arch = result->arch;
+
+  int64_t hidden = 0, layers = 0, heads = 0, ffn = 0, vocab = 0;
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "hidden_size", path, &hidden));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_hidden_layers", path, &layers));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_attention_heads", path, &heads));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "intermediate_size", path, &ffn));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "vocab_size", path, &vocab));
+  int64_t kv_heads = heads;
+  if (config.contains("num_key_value_heads") && !config["num_key_value_heads"].is_null())
+    FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_key_value_heads", path, &kv_heads));
+  int64_t head_dim = 0;
+  if (config.contains("head_dim") && !config["head_dim"].is_null()) {
+    FERRY_RETURN_IF_ERROR(RequirePositive(config, "head_dim", path, &head_dim));
+  } else {
+    if (hidden % heads != 0)
+      return InvalidArgumentError("{}: hidden_size {} is not a multiple of num_attention_heads {}", path,
+                                  hidden, heads);
+    head_dim = hidden / heads;
+  }
+  if (head_dim % 2 != 0) return InvalidArgumentError("{}: head dim {} must be even for RoPE", path, head_dim);
+  const int64_t context = JsonInt(config, "max_position_embeddings").value_or(2048);
+  const double eps = JsonFloat(config, "rms_norm_eps").value_or(1e-6);
+  const double theta = JsonFloat(config, "rope_theta").value_or(10000.0);
+  std::string name = default_name;
+  if (auto it = config.find("_name_or_path"); it != config.end() && it->is_string() && !it->empty())
+    name = it->get<std::string>();
+
+  auto u32 = [&](const std::string& key, int64_t v) {
+    meta->Set(arch + "." + key, MetaValue::Uint(static_cast<uint64_t>(v), Type::kU32));
+  };
+  meta->SetString("general.architecture", arch);
+  meta->SetString("general.name", name);
+  u32("context_length", context);
+  u32("embedding_length", hidden);
+  u32("block_count", layers);
+  u32("feed_forward_length", ffn);
+  u32("attention.head_count", heads);
+  u32("attention.head_count_kv", kv_heads);
+  meta->SetFloat(arch + ".attention.layer_norm_rms_epsilon", eps);
+  meta->SetFloat(arch + ".rope.freq_base", theta);
+  u32("rope.dimension_count", head_dim);
+  u32("vocab_size", vocab);
+
+  if (auto it = config.find("rope_scaling"); it != config.end() && !it->is_null()) {
+    const nlohmann::json& rs = *it;
+    if (!rs.is_object()) return InvalidArgumentError("{}: \"rope_scaling\" is not an object", path);
+    std::string type;
+    for (const char* key : {"rope_type", "type"})
+      if (auto t = rs.find(key); t != rs.end() && t->is_string()) type = t->get<std::string>();
+    const double factor = JsonFloat(rs, "factor").value_or(type == "llama3" ? 8.0 : 1.0);
+    if (type == "llama3") {
+      const double low = JsonFloat(rs, "low_freq_factor").value_or(1.0);
+      const double high = JsonFloat(rs, "high_freq_factor").value_or(4.0);
+      // llama.cpp reads the top-level key (default 8192); HF reads rope_scaling's. Real configs
+      // agree; prefer the top level like llama.cpp, then rope_scaling's.
+      const double orig = JsonFloat(config, "original_max_position_embeddings")
+                              .value_or(JsonFloat(rs, "original_max_position_embeddings").value_or(8192.0));
+      if (!(high > low) || !(factor > 0) || !(orig > 0))
+        return InvalidArgumentError(
+            "{}: llama3 rope_scaling needs high_freq_factor > low_freq_factor and a "
+            "positive factor, got low {} high {} factor {}",
+            path, low, high, factor);
+      result->rope_freqs = Llama3RopeFactors(theta, head_dim, factor, low, high, orig);
+    } else if (type == "linear" || type == "yarn") {
+      meta->SetString(arch + ".rope.scaling.type", type);
+      meta->SetFloat(arch + ".rope.scaling.factor", factor);
+      if (type == "yarn") {
+        if (auto orig = JsonFloat(rs, "original_max_position_embeddings"))
+          u32("rope.scaling.original_context_length", static_cast<int64_t>(*orig));
+      }
+    } else if (type != "default" && !type.empty()) {
+      return UnsupportedError("{}: rope_scaling type '{}' is not supported (llama3, linear, yarn are)", path,
+                              type);
+    }
+  }
+
+  for (const char* key : {"bos_token_id", "eos_token_id"}) {
+    auto it = config.find(key);
+    if (it == config.end()) continue;
+    const nlohmann::json* v = &*it;
+    if (v->is_array() && !v->empty()) v = &(*v)[0];  // Llama 3.1 lists several eos ids
+    if (v->is_number_unsigned())
+      meta->Set(std::string("tokenizer.ggml.") + key, MetaValue::Uint(v->get<uint64_t>(), Type::kU32));
+  }
+  result->tied_embeddings = config.value("tie_word_embeddings", false);
+  meta->SetBool("ferry.rope.neox", true);
+  return Status::Ok();
+}
+
+}  // namespace ferry::formats

@@ -1,0 +1,30 @@
+// Hugging Face config.json -> GGUF-convention metadata (and the llama3 rope_freqs tensor).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "core/metadata.h"
+
+namespace ferry::formats {
+
+struct HfConfigResult {
+  std::string arch;               // "llama", "qwen2"
+  bool tied_embeddings = false;   // tie_word_embeddings
+  std::vector<float> rope_freqs;  // [rot_dim / 2] llama3 divisors; empty when none
+};
+
+// Fills `meta` from a parsed config.json. `path` names the file in errors; `default_name`
+// is used for general.name when the config has no _name_or_path.
+Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
+                          const std::string& default_name, Metadata* meta, HfConfigResult* result);
+
+// llama.cpp's convert_hf_to_gguf.py llama3 rope factors: per frequency pair, the divisor of
+// theta (1 for high frequencies, `factor` for low ones, smoothly blended in between).
+std::vector<float> Llama3RopeFactors(double rope_theta, int64_t rot_dim, double factor,
+                                     double low_freq_factor, double high_freq_factor,
+                                     double original_context);
+
+}  // namespace ferry::formats

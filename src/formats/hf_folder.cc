@@ -1,0 +1,145 @@
+// Hugging Face model folder: config.json + model.safetensors (or index-listed shards), each
+// shard mmapped and kept alive by the source; tensors renamed to llama.cpp's names.
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/mapped_file.h"
+#include "formats/hf_config.h"
+#include "formats/hf_names.h"
+#include "formats/loaded_source.h"
+#include "formats/safetensors.h"
+
+namespace ferry::formats {
+namespace {
+
+namespace fs = std::filesystem;
+
+StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  FERRY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  const char* begin = reinterpret_cast<const char*>(file.data());
+  nlohmann::json j = nlohmann::json::parse(begin, begin + file.size(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError("{}: not valid JSON", path);
+  return j;
+}
+
+// Shard file names in first-seen order, checking each weight_map entry names a plain file.
+Status ReadShardList(const std::string& index_path, std::vector<std::string>* shards,
+                     std::unordered_map<std::string, std::string>* weight_map) {
+  FERRY_ASSIGN_OR_RETURN(nlohmann::json index, ReadJson(index_path));
+  auto it = index.find("weight_map");
+  if (!index.is_object() || it == index.end() || !it->is_object())
+    return CorruptFileError("{}: missing \"weight_map\" object", index_path);
+  for (auto e = it->begin(); e != it->end(); ++e) {
+    if (!e.value().is_string())
+      return CorruptFileError("{}: weight_map['{}'] is not a string", index_path, e.key());
+    std::string file = e.value().get<std::string>();
+    if (file.empty() || file.find('/') != std::string::npos || file == "..")
+      return CorruptFileError("{}: weight_map['{}'] = '{}' is not a file name in the folder", index_path,
+                              e.key(), file);
+    if (weight_map->find(file) == weight_map->end()) {
+      bool seen = false;
+      for (const auto& s : *shards) seen = seen || s == file;
+      if (!seen) shards->push_back(file);
+    }
+    (*weight_map)[e.key()] = file;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string& dir) {
+  auto src = std::make_unique<LoadedWeightSource>(dir);
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(config_path))
+    return NotFoundError(
+        "{}: no config.json (a Hugging Face model folder needs config.json and "
+        "model.safetensors)",
+        dir);
+  FERRY_ASSIGN_OR_RETURN(nlohmann::json config, ReadJson(config_path));
+  HfConfigResult cfg;
+  std::string default_name = fs::path(dir).filename().string();
+  if (default_name.empty()) default_name = fs::path(dir).parent_path().filename().string();
+  try {
+    FERRY_RETURN_IF_ERROR(
+        HfConfigToMetadata(config, config_path, default_name, &src->mutable_metadata(), &cfg));
+  } catch (const std::exception& e) {
+    return InvalidArgumentError("{}: unexpected value type in config: {}", config_path, e.what());
+  }
+
+  // Which files hold the weights.
+  std::vector<std::string> shards;
+  std::unordered_map<std::string, std::string> weight_map;
+  const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (fs::exists(index_path)) {
+    try {
+      FERRY_RETURN_IF_ERROR(ReadShardList(index_path, &shards, &weight_map));
+    } catch (const std::exception& e) {
+      return CorruptFileError("{}: {}", index_path, e.what());
+    }
+  } else if (fs::exists(fs::path(dir) / "model.safetensors")) {
+    shards.push_back("model.safetensors");
+  } else {
+    return NotFoundError(
+        "{}: no model.safetensors or model.safetensors.index.json (PyTorch .bin weights are not "
+        "supported; convert them to safetensors)",
+        dir);
+  }
+
+  std::map<std::string, std::string> seen;  // gguf name -> hf name, to catch collisions
+  std::vector<TensorRef>& tensors = src->mutable_tensors();
+  for (const std::string& shard : shards) {
+    const std::string shard_path = (fs::path(dir) / shard).string();
+    FERRY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(shard_path));
+    const MappedFile& kept = src->KeepFile(std::move(file));
+    FERRY_ASSIGN_OR_RETURN(std::vector<SafetensorsTensor> st,
+                           ParseSafetensors(kept.data(), kept.size(), shard_path));
+    for (SafetensorsTensor& t : st) {
+      if (!weight_map.empty()) {
+        auto it = weight_map.find(t.name);
+        if (it == weight_map.end() || it->second != shard) continue;  // the index decides which copy counts
+        weight_map.erase(it);
+      }
+      TensorRef ref;
+      ref.name = HfToGgufTensorName(t.name);
+      if (auto [it, inserted] = seen.emplace(ref.name, t.name); !inserted)
+        return CorruptFileError("{}: tensors '{}' and '{}' both map to '{}'", dir, it->second, t.name,
+                                ref.name);
+      ref.dtype = t.dtype;
+      ref.shape = std::move(t.shape);
+      ref.data = t.data;
+      ref.nbytes = t.nbytes;
+      tensors.push_back(std::move(ref));
+    }
+  }
+  if (!weight_map.empty())
+    return CorruptFileError(
+        "{}: tensor '{}' is listed in model.safetensors.index.json under '{}' but that file does "
+        "not hold it",
+        dir, weight_map.begin()->first, weight_map.begin()->second);
+
+  if (!cfg.rope_freqs.empty()) {
+    if (seen.count("rope_freqs.weight"))
+      return CorruptFileError("{}: the checkpoint already holds a 'rope_freqs.weight' tensor", dir);
+    const size_t nbytes = cfg.rope_freqs.size() * sizeof(float);
+    void* storage = src->AllocateOwned(nbytes);  // [rot_dim / 2] f32
+    if (!storage) return ResourceExhaustedError("{}: out of memory for rope_freqs", dir);
+    std::memcpy(storage, cfg.rope_freqs.data(), nbytes);
+    TensorRef ref;
+    ref.name = "rope_freqs.weight";
+    ref.dtype = DType::kF32;
+    ref.shape = {static_cast<int64_t>(cfg.rope_freqs.size())};
+    ref.data = storage;
+    ref.nbytes = nbytes;
+    tensors.push_back(std::move(ref));
+  }
+  src->mutable_metadata().SetString("ferry.source.format", "safetensors");
+  return std::unique_ptr<WeightSource>(std::move(src));
+}
+
+}  // namespace ferry::formats

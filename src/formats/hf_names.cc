@@ -1,0 +1,54 @@
+#include "formats/hf_names.h"
+
+#include <cctype>
+
+namespace ferry::formats {
+namespace {
+
+struct Rename {
+  std::string_view hf;
+  std::string_view gguf;
+};
+
+// Per-layer suffixes after "model.layers.N.".
+constexpr Rename kLayer[] = {
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+};
+
+constexpr Rename kGlobal[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+}  // namespace
+
+std::string HfToGgufTensorName(std::string_view hf_name) {
+  for (const Rename& r : kGlobal)
+    if (hf_name == r.hf) return std::string(r.gguf);
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (hf_name.substr(0, kPrefix.size()) != kPrefix) return std::string(hf_name);
+  std::string_view rest = hf_name.substr(kPrefix.size());
+  size_t digits = 0;
+  while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
+  if (digits == 0 || digits > 9 || digits >= rest.size() || rest[digits] != '.') return std::string(hf_name);
+  std::string_view layer = rest.substr(0, digits);
+  std::string_view suffix = rest.substr(digits + 1);
+  for (const Rename& r : kLayer)
+    if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
+  return std::string(hf_name);
+}
+
+}  // namespace ferry::formats
