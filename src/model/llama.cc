@@ -1,0 +1,260 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace ferry {
+namespace {
+
+// A weight matrix used in place: [n_out, n_in] rows of `type`.
+struct Linear {
+  const void* data = nullptr;
+  DType type = DType::kF32;
+  int64_t n_out = 0, n_in = 0;
+  size_t bytes = 0;
+
+  // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
+  void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
+    kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
+  }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;  // [dim]
+  Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
+  std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
+  Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
+};
+
+// Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
+class WeightReader {
+ public:
+  WeightReader(const formats::WeightSource& src) : src_(src) {}
+
+  StatusOr<Linear> Matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
+    const formats::TensorRef* t = src_.FindTensor(name);
+    if (!t) return NotFoundError("'{}': tensor '{}' is missing", src_.path(), name);
+    if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in)
+      return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src_.path(), name,
+                                  t->ShapeString(), n_out, n_in);
+    if (!kernels::CanMatMul(t->dtype))
+      return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src_.path(),
+                              name, DTypeName(t->dtype));
+    auto row = RowBytesChecked(t->dtype, n_in);
+    if (!row || *row * static_cast<size_t>(n_out) != t->nbytes)
+      return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src_.path(), name,
+                                  t->nbytes);
+    return Linear{t->data, t->dtype, n_out, n_in, t->nbytes};
+  }
+
+  // Small vectors (norms, biases) are converted to f32 once at load.
+  StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) const {
+    const formats::TensorRef* t = src_.FindTensor(name);
+    if (!t) return NotFoundError("'{}': tensor '{}' is missing", src_.path(), name);
+    if (t->NumElements() != n)
+      return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}]", src_.path(), name,
+                                  t->ShapeString(), n);
+    if (!kernels::CanDequantize(t->dtype) || !RowBytesChecked(t->dtype, n))
+      return UnsupportedError("'{}': tensor '{}' has unsupported type {}", src_.path(), name, DTypeName(t->dtype));
+    std::vector<float> out(static_cast<size_t>(n));
+    kernels::DequantizeRow(t->dtype, t->data, out.data(), n);
+    return out;
+  }
+
+  bool Has(const std::string& name) const { return src_.FindTensor(name) != nullptr; }
+
+ private:
+  const formats::WeightSource& src_;
+};
+
+class LlamaModel final : public Model {
+ public:
+  static StatusOr<std::unique_ptr<Model>> Load(const formats::WeightSource& src, const ModelConfig& cfg);
+
+  Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) override;
+  size_t WeightBytes() const override { return weight_bytes_; }
+
+ private:
+  Status CheckBatch(const ForwardBatch& batch, const KvCache& kv) const;
+  void EmbedTokens(const ForwardBatch& batch, float* x) const;
+
+  Linear token_embd_;  // [n_vocab, dim]
+  Linear output_;      // [n_vocab, dim] (= token_embd_ when tied)
+  std::vector<float> output_norm_;  // [dim]
+  std::vector<LayerWeights> layers_;
+  std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
+  size_t weight_bytes_ = 0;
+
+  // Per-call scratch, sized to the largest batch seen (no state carried between calls).
+  struct Scratch {
+    std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, hidden;
+  } s_;
+};
+
+StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg) {
+  auto m = std::make_unique<LlamaModel>();
+  m->config_ = cfg;
+  WeightReader r(src);
+  const int64_t dim = cfg.dim, q_dim = int64_t{cfg.n_heads} * cfg.head_dim,
+                kv_dim = int64_t{cfg.n_kv_heads} * cfg.head_dim, ffn = cfg.ffn_dim;
+  FERRY_ASSIGN_OR_RETURN(m->token_embd_, r.Matrix("token_embd.weight", cfg.n_vocab, dim));
+  if (!kernels::CanDequantize(m->token_embd_.type))
+    return UnsupportedError("'{}': token_embd.weight type {} cannot be read", src.path(),
+                            DTypeName(m->token_embd_.type));
+  if (r.Has("output.weight")) {
+    FERRY_ASSIGN_OR_RETURN(m->output_, r.Matrix("output.weight", cfg.n_vocab, dim));
+  } else {
+    m->output_ = m->token_embd_;  // tied embeddings
+  }
+  FERRY_ASSIGN_OR_RETURN(m->output_norm_, r.Vector("output_norm.weight", dim));
+  m->weight_bytes_ = m->output_.bytes;
+  for (int32_t l = 0; l < cfg.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights w;
+    FERRY_ASSIGN_OR_RETURN(w.attn_norm, r.Vector(p + "attn_norm.weight", dim));
+    FERRY_ASSIGN_OR_RETURN(w.ffn_norm, r.Vector(p + "ffn_norm.weight", dim));
+    FERRY_ASSIGN_OR_RETURN(w.wq, r.Matrix(p + "attn_q.weight", q_dim, dim));
+    FERRY_ASSIGN_OR_RETURN(w.wk, r.Matrix(p + "attn_k.weight", kv_dim, dim));
+    FERRY_ASSIGN_OR_RETURN(w.wv, r.Matrix(p + "attn_v.weight", kv_dim, dim));
+    FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, q_dim));
+    FERRY_ASSIGN_OR_RETURN(w.w_gate, r.Matrix(p + "ffn_gate.weight", ffn, dim));
+    FERRY_ASSIGN_OR_RETURN(w.w_up, r.Matrix(p + "ffn_up.weight", ffn, dim));
+    FERRY_ASSIGN_OR_RETURN(w.w_down, r.Matrix(p + "ffn_down.weight", dim, ffn));
+    if (r.Has(p + "attn_q.bias")) {
+      FERRY_ASSIGN_OR_RETURN(w.bq, r.Vector(p + "attn_q.bias", q_dim));
+      FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
+      FERRY_ASSIGN_OR_RETURN(w.bv, r.Vector(p + "attn_v.bias", kv_dim));
+    }
+    for (const Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down})
+      m->weight_bytes_ += lin->bytes;
+    m->layers_.push_back(std::move(w));
+  }
+
+  // theta_j = pos * base^(-2j/rot_dim) * freq_scale / factor_j, the exponent built up
+  // multiplicatively in float as llama.cpp does, so angles agree to the last bit or so.
+  const int32_t half = cfg.rot_dim / 2;
+  std::vector<float> factors(static_cast<size_t>(half), 1.0f);
+  if (r.Has("rope_freqs.weight")) {
+    FERRY_ASSIGN_OR_RETURN(factors, r.Vector("rope_freqs.weight", half));
+  }
+  const float theta_scale = std::pow(cfg.rope_theta, -2.0f / static_cast<float>(cfg.rot_dim));
+  float base = 1.0f;
+  for (int32_t j = 0; j < half; ++j) {
+    m->inv_freq_.push_back(base * cfg.rope_freq_scale / factors[static_cast<size_t>(j)]);
+    base *= theta_scale;
+  }
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+Status LlamaModel::CheckBatch(const ForwardBatch& b, const KvCache& kv) const {
+  const size_t n = b.tokens.size();
+  if (b.positions.size() != n || b.seq_ids.size() != n || b.want_logits.size() != n)
+    return InvalidArgumentError("forward batch arrays have different lengths");
+  for (size_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= config_.n_vocab)
+      return InvalidArgumentError("token id {} is outside the vocabulary [0, {})", b.tokens[i], config_.n_vocab);
+    if (b.positions[i] < 0 || b.positions[i] >= kv.MaxSeqLen())
+      return OutOfRangeError("position {} exceeds the context size {}", b.positions[i], kv.MaxSeqLen());
+    if (b.seq_ids[i] < 0 || b.seq_ids[i] >= kv.NumSeqs())
+      return InvalidArgumentError("sequence id {} is outside [0, {})", b.seq_ids[i], kv.NumSeqs());
+    if (i > 0 && b.seq_ids[i] == b.seq_ids[i - 1] && b.positions[i] != b.positions[i - 1] + 1)
+      return InvalidArgumentError("positions of sequence {} are not consecutive", b.seq_ids[i]);
+  }
+  // Each sequence must appear as one contiguous run.
+  for (size_t i = 1; i < n; ++i) {
+    if (b.seq_ids[i] == b.seq_ids[i - 1]) continue;
+    for (size_t j = 0; j < i; ++j)
+      if (b.seq_ids[j] == b.seq_ids[i]) return InvalidArgumentError("sequence {} is split within the batch", b.seq_ids[i]);
+  }
+  return Status::Ok();
+}
+
+void LlamaModel::EmbedTokens(const ForwardBatch& b, float* x) const {
+  const size_t row_bytes = RowBytes(token_embd_.type, config_.dim);
+  for (int32_t i = 0; i < b.size(); ++i) {
+    const auto* row = static_cast<const uint8_t*>(token_embd_.data) + row_bytes * static_cast<size_t>(b.tokens[static_cast<size_t>(i)]);
+    kernels::DequantizeRow(token_embd_.type, row, x + static_cast<size_t>(i) * config_.dim, config_.dim);
+  }
+}
+
+Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, ThreadPool* pool) {
+  FERRY_RETURN_IF_ERROR(CheckBatch(b, kv));
+  const ModelConfig& c = config_;
+  const int64_t n = b.size();
+  if (n == 0) return Status::Ok();
+  const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  auto fit = [](std::vector<float>& v, int64_t size) {
+    if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+    return v.data();
+  };
+  float* x = fit(s_.x, n * dim);            // [n, dim] residual stream
+  float* xn = fit(s_.xn, n * dim);          // [n, dim] normalized
+  float* q = fit(s_.q, n * q_dim);          // [n, n_heads, head_dim]
+  float* k = fit(s_.k, n * kv_dim);         // [n, n_kv_heads, head_dim]
+  float* v = fit(s_.v, n * kv_dim);         // [n, n_kv_heads, head_dim]
+  float* attn = fit(s_.attn, n * q_dim);    // [n, n_heads, head_dim]
+  float* tmp = fit(s_.tmp, n * dim);        // [n, dim]
+  float* gate = fit(s_.gate, n * c.ffn_dim);  // [n, ffn]
+  float* up = fit(s_.up, n * c.ffn_dim);      // [n, ffn]
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  EmbedTokens(b, x);
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = layers_[static_cast<size_t>(l)];
+    for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    w.wq.Apply(xn, n, q, pool);
+    w.wk.Apply(xn, n, k, pool);
+    w.wv.Apply(xn, n, v, pool);
+    for (int64_t i = 0; i < n; ++i) {
+      if (!w.bq.empty()) {
+        kernels::AddInPlace(q + i * q_dim, w.bq.data(), q_dim);
+        kernels::AddInPlace(k + i * kv_dim, w.bk.data(), kv_dim);
+        kernels::AddInPlace(v + i * kv_dim, w.bv.data(), kv_dim);
+      }
+      const int32_t pos = b.positions[static_cast<size_t>(i)], seq = b.seq_ids[static_cast<size_t>(i)];
+      kernels::Rope(q + i * q_dim, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+      kernels::Rope(k + i * kv_dim, c.n_kv_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+      std::copy_n(k + i * kv_dim, kv_dim, kv.KeySlot(l, seq, pos));
+      std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, pos));
+    }
+    // Attention per sequence run [s, e).
+    for (int64_t s = 0; s < n;) {
+      int64_t e = s + 1;
+      while (e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]) ++e;
+      kernels::Attention(q + s * q_dim, static_cast<int>(e - s), b.positions.data() + s, c.n_heads, c.n_kv_heads,
+                         c.head_dim, scale, kv.View(l, b.seq_ids[static_cast<size_t>(s)]), attn + s * q_dim, pool);
+      s = e;
+    }
+    w.wo.Apply(attn, n, tmp, pool);
+    kernels::AddInPlace(x, tmp, n * dim);
+
+    for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    w.w_gate.Apply(xn, n, gate, pool);
+    w.w_up.Apply(xn, n, up, pool);
+    kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+    w.w_down.Apply(gate, n, tmp, pool);
+    kernels::AddInPlace(x, tmp, n * dim);
+  }
+
+  // Final norm and head only for the tokens whose logits are wanted.
+  int64_t n_out = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!b.want_logits[static_cast<size_t>(i)]) continue;
+    kernels::RmsNorm(x + i * dim, output_norm_.data(), xn + n_out * dim, dim, c.rms_eps);
+    ++n_out;
+  }
+  if (n_out > 0) output_.Apply(xn, n_out, logits, pool);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source, const ModelConfig& config) {
+  return LlamaModel::Load(source, config);
+}
+
+}  // namespace ferry

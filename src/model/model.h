@@ -1,0 +1,42 @@
+// Model: a decoder-only transformer that computes a ForwardBatch against a KvCache.
+// Architectures register in model_registry.cc; each lives in its own file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "core/thread_pool.h"
+#include "formats/weight_source.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+
+namespace ferry {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+
+  // Runs the batch: appends each token's K/V to `kv` at its position and writes the logits
+  // of the tokens with want_logits (in batch order) to logits: [batch.NumLogits(), n_vocab].
+  // A sequence's earlier positions must already be in `kv`. Errors on an invalid batch.
+  virtual Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) = 0;
+
+  // Bytes of weights read per decoded token (for bandwidth figures).
+  virtual size_t WeightBytes() const = 0;
+
+ protected:
+  ModelConfig config_;
+};
+
+// Builds the model for source.metadata()'s architecture. The weights stay in the source
+// (zero-copy): `source` must outlive the model.
+StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source);
+
+}  // namespace ferry

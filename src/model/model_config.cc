@@ -1,0 +1,61 @@
+#include "model/model_config.h"
+
+namespace ferry {
+
+StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
+  ModelConfig c;
+  auto arch = md.GetString("general.architecture");
+  if (!arch) return InvalidArgumentError("metadata has no 'general.architecture' string");
+  c.arch = *arch;
+  c.name = md.GetString("general.name").value_or(c.arch);
+  const std::string p = c.arch + ".";
+  auto req_int = [&](const std::string& key, int32_t* out) -> Status {
+    auto v = md.GetInt(p + key);
+    if (!v) return InvalidArgumentError("metadata key '{}{}' is missing or not an integer", p, key);
+    if (*v <= 0 || *v > (1 << 30)) return InvalidArgumentError("metadata key '{}{}' = {} is out of range", p, key, *v);
+    *out = static_cast<int32_t>(*v);
+    return Status::Ok();
+  };
+  FERRY_RETURN_IF_ERROR(req_int("embedding_length", &c.dim));
+  FERRY_RETURN_IF_ERROR(req_int("block_count", &c.n_layers));
+  FERRY_RETURN_IF_ERROR(req_int("feed_forward_length", &c.ffn_dim));
+  FERRY_RETURN_IF_ERROR(req_int("attention.head_count", &c.n_heads));
+  c.n_kv_heads = static_cast<int32_t>(md.GetInt(p + "attention.head_count_kv").value_or(c.n_heads));
+  c.n_ctx_train = static_cast<int32_t>(md.GetInt(p + "context_length").value_or(2048));
+  c.head_dim = static_cast<int32_t>(md.GetInt(p + "attention.key_length").value_or(c.dim / c.n_heads));
+  c.rot_dim = static_cast<int32_t>(md.GetInt(p + "rope.dimension_count").value_or(c.head_dim));
+  c.rms_eps = static_cast<float>(md.GetFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_theta = static_cast<float>(md.GetFloat(p + "rope.freq_base").value_or(10000.0));
+  if (md.GetString(p + "rope.scaling.type").value_or("none") == "linear") {
+    double factor = md.GetFloat(p + "rope.scaling.factor").value_or(1.0);
+    if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  }
+  // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
+  // rotate-half order, which is neox style whatever the architecture.
+  c.rope_neox = c.arch == "qwen2" || md.GetBool("ferry.rope.neox").value_or(false);
+  if (auto v = md.GetInt(p + "vocab_size")) {
+    c.n_vocab = static_cast<int32_t>(*v);
+  } else if (const MetaValue* toks = md.Find("tokenizer.ggml.tokens")) {
+    c.n_vocab = static_cast<int32_t>(toks->arr.size());
+  }
+  FERRY_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Status ModelConfig::Validate() const {
+  if (arch != "llama" && arch != "qwen2")
+    return UnsupportedError("architecture '{}' is not supported (supported: llama, qwen2)", arch);
+  if (n_vocab <= 0) return InvalidArgumentError("vocabulary size unknown: set '{}.vocab_size' or tokenizer.ggml.tokens", arch);
+  if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || ffn_dim <= 0 || head_dim <= 0)
+    return InvalidArgumentError("non-positive model dimension (dim {}, layers {}, heads {}, kv heads {}, ffn {})", dim,
+                                n_layers, n_heads, n_kv_heads, ffn_dim);
+  if (n_heads % n_kv_heads != 0)
+    return InvalidArgumentError("head_count {} is not a multiple of head_count_kv {}", n_heads, n_kv_heads);
+  if (rot_dim <= 0 || rot_dim > head_dim || rot_dim % 2 != 0)
+    return InvalidArgumentError("rope.dimension_count {} must be even and at most the head size {}", rot_dim, head_dim);
+  if (!(rms_eps > 0.0f) || !(rope_theta > 0.0f))
+    return InvalidArgumentError("rms epsilon ({}) and rope freq_base ({}) must be positive", rms_eps, rope_theta);
+  return Status::Ok();
+}
+
+}  // namespace ferry

@@ -1,0 +1,36 @@
+// ModelConfig: the hyperparameters of a decoder-only transformer, read from GGUF-convention
+// metadata (whatever file format it came from) and validated before any weight is touched.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "core/metadata.h"
+
+namespace ferry {
+
+struct ModelConfig {
+  std::string arch;         // "llama", "qwen2"
+  std::string name;         // general.name, for display
+  int32_t n_vocab = 0;
+  int32_t dim = 0;          // embedding width
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;   // < n_heads: grouped-query attention
+  int32_t head_dim = 0;
+  int32_t ffn_dim = 0;
+  int32_t n_ctx_train = 0;  // context length the model was trained for
+  int32_t rot_dim = 0;      // dims of each head that RoPE rotates
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  float rope_freq_scale = 1.0f;  // linear scaling: positions are multiplied by this
+  bool rope_neox = false;        // rotate-half pairs (j, j+rot/2) instead of (2j, 2j+1)
+
+  // Reads "{arch}.*" keys; n_vocab from "{arch}.vocab_size" or the token list length.
+  static StatusOr<ModelConfig> FromMetadata(const Metadata& md);
+  // Checks ranges and divisibility (heads divide dim, kv heads divide heads, ...).
+  Status Validate() const;
+};
+
+}  // namespace ferry

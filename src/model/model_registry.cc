@@ -1,0 +1,30 @@
+// Architecture name -> factory. One line per architecture; no switch inside the forward pass.
+#include <string_view>
+
+#include "model/llama.h"
+#include "model/model.h"
+
+namespace ferry {
+namespace {
+
+using Factory = StatusOr<std::unique_ptr<Model>> (*)(const formats::WeightSource&, const ModelConfig&);
+struct Entry {
+  std::string_view arch;
+  Factory create;
+};
+// qwen2 differs from llama only in q/k/v biases and neox RoPE, both read from the file.
+constexpr Entry kArchitectures[] = {
+    {"llama", &CreateLlamaModel},
+    {"qwen2", &CreateLlamaModel},
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source) {
+  FERRY_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromMetadata(source.metadata()));
+  for (const Entry& e : kArchitectures)
+    if (e.arch == config.arch) return e.create(source, config);
+  return UnsupportedError("'{}': architecture '{}' is not supported", source.path(), config.arch);
+}
+
+}  // namespace ferry

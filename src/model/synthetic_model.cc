@@ -1,0 +1,205 @@
+#include "model/synthetic_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "base/progress.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "kernels/kernels.h"
+
+namespace ferry {
+namespace {
+
+// Shapes as the real models (tinyllama/smollm from their config.json files).
+const std::vector<ModelPreset> kPresets = {
+    {"tiny", 512, 64, 2, 4, 2, 192, 512, 10000.0f, false},
+    {"smollm-135m", 49152, 576, 30, 9, 3, 1536, 2048, 10000.0f, true},
+    {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
+};
+
+// llama.cpp's general.file_type (LLAMA_FTYPE_*) for a uniform weight type.
+int32_t FileType(DType t) {
+  switch (t) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+// SplitMix64: fast, seedable per row, so weights do not depend on the thread count.
+struct SplitMix {
+  uint64_t s;
+  uint64_t Next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float Uniform() { return static_cast<float>((Next() >> 40) + 1) * (1.0f / 16777217.0f); }  // (0, 1)
+};
+
+// Normal samples by Box-Muller.
+void FillNormal(float* out, int64_t n, float stddev, uint64_t seed) {
+  SplitMix rng{seed};
+  for (int64_t i = 0; i < n; i += 2) {
+    float r = std::sqrt(-2.0f * std::log(rng.Uniform())) * stddev;
+    float a = 6.2831853f * rng.Uniform();
+    out[i] = r * std::cos(a);
+    if (i + 1 < n) out[i + 1] = r * std::sin(a);
+  }
+}
+
+// A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then pieces made of
+// frequent letters, with and without the word-start marker, shortest first.
+void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  static const char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">");
+    types.push_back(6);
+  }
+  const std::string kSpace = "\xE2\x96\x81";  // U+2581
+  tokens.push_back(kSpace);
+  types.push_back(1);
+  for (char c = 33; c < 127; ++c) {
+    tokens.push_back(std::string(1, c));
+    types.push_back(1);
+  }
+  const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
+  std::vector<std::string> words = {""};
+  while (static_cast<int32_t>(tokens.size()) < n_vocab) {
+    std::vector<std::string> longer;
+    for (const auto& w : words)
+      for (char c : letters) longer.push_back(w + c);
+    for (const auto& w : longer) {
+      for (const std::string& piece : {kSpace + w, w}) {
+        if (static_cast<int32_t>(tokens.size()) >= n_vocab) break;
+        if (piece.size() == 1) continue;  // single letters already present
+        tokens.push_back(piece);
+        types.push_back(1);
+      }
+    }
+    words = std::move(longer);
+  }
+  tokens.resize(static_cast<size_t>(n_vocab));
+  types.resize(static_cast<size_t>(n_vocab));
+  std::vector<float> scores(static_cast<size_t>(n_vocab), 0.0f);
+  for (int32_t i = 0; i < n_vocab; ++i)
+    if (types[static_cast<size_t>(i)] == 1) scores[static_cast<size_t>(i)] = -static_cast<float>(i);
+  md.SetString("tokenizer.ggml.model", "llama");
+  md.SetStringArray("tokenizer.ggml.tokens", tokens);
+  md.SetFloatArray("tokenizer.ggml.scores", scores);
+  md.SetIntArray("tokenizer.ggml.token_type", types);
+  md.SetUint("tokenizer.ggml.bos_token_id", 1);
+  md.SetUint("tokenizer.ggml.eos_token_id", 2);
+  md.SetUint("tokenizer.ggml.unknown_token_id", 0);
+  md.SetBool("tokenizer.ggml.add_bos_token", true);
+  md.SetBool("tokenizer.ggml.add_eos_token", false);
+}
+
+struct PlannedTensor {
+  std::string name;
+  std::vector<int64_t> shape;  // outermost first
+  bool is_norm;
+};
+
+}  // namespace
+
+const std::vector<ModelPreset>& ModelPresets() { return kPresets; }
+
+std::vector<DType> SyntheticModelTypes() {
+  return {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
+}
+
+Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
+  auto it = std::find_if(kPresets.begin(), kPresets.end(), [&](const ModelPreset& p) { return p.name == options.preset; });
+  if (it == kPresets.end()) {
+    std::string names;
+    for (const auto& p : kPresets) names += (names.empty() ? "" : ", ") + p.name;
+    return InvalidArgumentError("unknown preset '{}' (choose one of: {})", options.preset, names);
+  }
+  auto types = SyntheticModelTypes();
+  if (std::find(types.begin(), types.end(), options.type) == types.end() || !kernels::CanQuantize(options.type))
+    return InvalidArgumentError("make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)",
+                                DTypeName(options.type));
+  const ModelPreset& p = *it;
+  const int64_t head_dim = p.dim / p.n_heads;
+
+  Metadata md;
+  md.SetString("general.architecture", "llama");
+  md.SetString("general.name", "ferry-synthetic-" + p.name);
+  md.SetInt("general.file_type", FileType(options.type));
+  md.SetUint("llama.context_length", static_cast<uint64_t>(p.n_ctx));
+  md.SetUint("llama.embedding_length", static_cast<uint64_t>(p.dim));
+  md.SetUint("llama.block_count", static_cast<uint64_t>(p.n_layers));
+  md.SetUint("llama.feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
+  md.SetUint("llama.rope.dimension_count", static_cast<uint64_t>(head_dim));
+  md.SetUint("llama.attention.head_count", static_cast<uint64_t>(p.n_heads));
+  md.SetUint("llama.attention.head_count_kv", static_cast<uint64_t>(p.n_kv_heads));
+  md.SetFloat("llama.attention.layer_norm_rms_epsilon", 1e-5);
+  md.SetFloat("llama.rope.freq_base", p.rope_theta);
+  md.SetUint("llama.vocab_size", static_cast<uint64_t>(p.n_vocab));
+  AddSyntheticVocab(md, p.n_vocab);
+
+  const int64_t q_dim = p.dim, kv_dim = head_dim * p.n_kv_heads;
+  std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, false}};
+  for (int32_t l = 0; l < p.n_layers; ++l) {
+    std::string b = "blk." + std::to_string(l) + ".";
+    plan.push_back({b + "attn_norm.weight", {p.dim}, true});
+    plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, false});
+    plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, false});
+    plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, false});
+    plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, false});
+    plan.push_back({b + "ffn_norm.weight", {p.dim}, true});
+    plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, false});
+    plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, false});
+    plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, false});
+  }
+  plan.push_back({"output_norm.weight", {p.dim}, true});
+  if (!p.tied_embeddings) plan.push_back({"output.weight", {p.n_vocab, p.dim}, false});
+
+  int64_t total_elems = 0;
+  for (const auto& t : plan) total_elems += t.shape.size() == 2 ? t.shape[0] * t.shape[1] : t.shape[0];
+  ProgressBar progress("making " + p.name, total_elems, options.show_progress);
+  ThreadPool pool(options.threads);
+  std::vector<std::vector<uint8_t>> storage(plan.size());
+  std::vector<formats::GgufTensorToWrite> tensors;
+  int64_t done = 0;
+  for (size_t ti = 0; ti < plan.size(); ++ti) {
+    const PlannedTensor& t = plan[ti];
+    const DType type = t.is_norm ? DType::kF32 : options.type;
+    const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
+    const size_t row_bytes = RowBytes(type, cols);
+    storage[ti].resize(row_bytes * static_cast<size_t>(rows));
+    uint8_t* dst = storage[ti].data();
+    pool.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(cols));  // [cols]
+      for (int64_t r = r0; r < r1; ++r) {
+        if (t.is_norm) {
+          std::fill(row.begin(), row.end(), 1.0f);
+        } else {
+          FillNormal(row.data(), cols, options.stddev, options.seed ^ (ti << 40) ^ static_cast<uint64_t>(r) * 0x9E37ull);
+        }
+        kernels::QuantizeRow(type, row.data(), dst + row_bytes * static_cast<size_t>(r), cols);
+      }
+    });
+    done += rows * cols;
+    progress.Update(done);
+    tensors.push_back({t.name, type, t.shape, storage[ti].data(), storage[ti].size()});
+  }
+  progress.Finish();
+  formats::GgufWriteOptions wopts;
+  wopts.show_progress = options.show_progress;
+  return formats::WriteGguf(path, md, tensors, wopts);
+}
+
+}  // namespace ferry

@@ -1,0 +1,39 @@
+// Synthetic models: GGUF files with random weights and the real shapes of well-known models
+// (plus a synthetic SentencePiece vocabulary), for tests and benchmarks without downloads.
+// llama.cpp loads what this writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "core/dtype.h"
+
+namespace ferry {
+
+struct ModelPreset {
+  std::string name;
+  int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
+  float rope_theta;
+  bool tied_embeddings;
+};
+
+// "tiny", "smollm-135m", "tinyllama-1.1b".
+const std::vector<ModelPreset>& ModelPresets();
+
+struct SyntheticModelOptions {
+  std::string preset = "tiny";
+  DType type = DType::kF16;   // weight matrices; norms stay f32
+  uint64_t seed = 1234;
+  float stddev = 0.02f;       // weights ~ N(0, stddev^2), norms = 1
+  int32_t threads = 0;        // 0 = physical cores
+  bool show_progress = false;
+};
+
+// Types make-model can write.
+std::vector<DType> SyntheticModelTypes();
+
+Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options);
+
+}  // namespace ferry

@@ -1,0 +1,101 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace ferry {
+
+int32_t ArgMax(const float* logits, int32_t n) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+namespace {
+
+uint64_t ResolveSeed(uint64_t seed) {
+  if (seed != SamplingParams{}.seed) return seed;
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// Penalties over the recent history. repeat_penalty follows llama.cpp (divide positive
+// logits, multiply negative ones); presence/frequency follow OpenAI (subtract).
+void ApplyPenalties(const SamplingParams& p, float* logits, int32_t n_vocab,
+                    std::span<const int32_t> history) {
+  bool repeat = p.repeat_penalty != 1.0f && p.repeat_last_n != 0;
+  bool openai = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (!repeat && !openai) return;
+  size_t window = history.size();
+  if (p.repeat_last_n > 0) window = std::min(window, static_cast<size_t>(p.repeat_last_n));
+  std::unordered_map<int32_t, int> counts;
+  for (size_t i = history.size() - window; i < history.size(); ++i) counts[history[i]]++;
+  for (const auto& [tok, count] : counts) {
+    if (tok < 0 || tok >= n_vocab) continue;
+    float& l = logits[tok];
+    if (repeat) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= static_cast<float>(count) * p.frequency_penalty + (count > 0 ? p.presence_penalty : 0.0f);
+  }
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
+    : params_(params), n_vocab_(n_vocab), rng_(ResolveSeed(params.seed)) {
+  candidates_.reserve(static_cast<size_t>(n_vocab));
+}
+
+int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
+  ApplyPenalties(params_, logits, n_vocab_, history);
+  if (params_.temperature <= 0.0f) return ArgMax(logits, n_vocab_);
+
+  // Order as llama.cpp's default chain: top-k, top-p, min-p, then temperature, then draw.
+  auto& c = candidates_;
+  c.clear();
+  for (int32_t i = 0; i < n_vocab_; ++i) c.emplace_back(logits[i], i);
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t k = c.size();
+  if (params_.top_k > 0) k = std::min(k, static_cast<size_t>(params_.top_k));
+  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(), by_logit);
+  c.resize(k);
+
+  // Softmax of the (untempered) survivors for top-p / min-p.
+  auto probs = [&]() {
+    std::vector<float> p(c.size());
+    float mx = c[0].first, sum = 0;
+    for (size_t i = 0; i < c.size(); ++i) sum += (p[i] = std::exp(c[i].first - mx));
+    for (float& v : p) v /= sum;
+    return p;
+  };
+  if (params_.top_p < 1.0f) {
+    std::vector<float> p = probs();
+    float cum = 0;
+    size_t keep = c.size();
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += p[i];
+      if (cum >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    c.resize(keep);
+  }
+  if (params_.min_p > 0.0f && c.size() > 1) {
+    // Keep tokens whose probability is at least min_p times the best one's.
+    float threshold = c[0].first + std::log(params_.min_p);
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].first >= threshold) ++keep;
+    c.resize(keep);
+  }
+  float mx = c[0].first;
+  std::vector<double> w(c.size());
+  for (size_t i = 0; i < c.size(); ++i) w[i] = std::exp((c[i].first - mx) / params_.temperature);
+  std::discrete_distribution<size_t> dist(w.begin(), w.end());
+  return c[dist(rng_)].second;
+}
+
+}  // namespace ferry

@@ -1,0 +1,136 @@
+// End-to-end tests of the `ferry` binary: exit codes, output forms, one-line errors.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Result Ferry(const std::string& args) {
+  std::string dir = testing::TempDir();
+  std::string err_file = dir + "/stderr.txt";
+  std::string cmd = std::string(FERRY_BINARY_DIR) + "/bin/ferry " + args + " 2>" + err_file;
+  Result r{-1, "", ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new std::string(std::filesystem::temp_directory_path() / "ferry_cli_tiny_q8_0.gguf");
+    Result r = Ferry("make-model --preset tiny --type q8_0 -o " + *model_);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete model_; }
+  static std::string* model_;
+};
+std::string* CliTest::model_ = nullptr;
+
+TEST_F(CliTest, InfoDescribesModel) {
+  Result r = Ferry("info -m " + *model_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("architecture:   llama"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("q8_0"), std::string::npos);
+  EXPECT_NE(r.out.find("context length: 512"), std::string::npos);
+  EXPECT_NE(r.out.find("tokenizer:      llama, 512 tokens"), std::string::npos);
+}
+
+TEST_F(CliTest, RunStreamsTextAndStatsGoToStderr) {
+  Result a = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 0 --ignore-eos");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_FALSE(a.out.empty());
+  EXPECT_EQ(a.out.find("TTFT"), std::string::npos);
+  EXPECT_NE(a.err.find("TTFT"), std::string::npos);
+  EXPECT_NE(a.err.find("prompt tokens"), std::string::npos);
+  EXPECT_NE(a.err.find("decode"), std::string::npos);
+  Result b = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 0 --ignore-eos --threads 1");
+  EXPECT_EQ(a.out, b.out);  // greedy output does not depend on the thread count
+  Result c = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 1 --seed 5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos");
+  Result d = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 1 --seed 5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos");
+  EXPECT_EQ(c.out, d.out);
+}
+
+TEST_F(CliTest, TokenizeIdsIsOneJsonList) {
+  Result r = Ferry("tokenize -m " + *model_ + " -p 'hello world' --ids");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_FALSE(j.empty());
+  EXPECT_EQ(j[0], 1);  // BOS
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+}
+
+TEST_F(CliTest, PerplexityPrintsFinalLine) {
+  std::string text = testing::TempDir() + "/text.txt";
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 200; ++i) f << "the cat sat on the mat and looked at the dog. ";
+  }
+  Result r = Ferry("ppl -m " + *model_ + " -f " + text + " --ctx 64");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string last = r.out.substr(r.out.rfind("PPL = "));
+  double ppl = 0, err = 0;
+  ASSERT_EQ(std::sscanf(last.c_str(), "PPL = %lf +/- %lf", &ppl, &err), 2) << last;
+  EXPECT_GT(ppl, 1.0);
+  EXPECT_GT(err, 0.0);
+}
+
+TEST(Cli, ErrorsAreOneLineAndNonZero) {
+  std::string dir = testing::TempDir();
+  Result missing = Ferry("run -m " + dir + "/nope.gguf -p hi");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.err.find("nope.gguf"), std::string::npos);
+  EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+
+  std::string bad = dir + "/bad.gguf";
+  {
+    std::ofstream f(bad, std::ios::binary);
+    f << "GGUF\x03\x00\x00\x00garbage";
+  }
+  Result corrupt = Ferry("info -m " + bad);
+  EXPECT_NE(corrupt.code, 0);
+  EXPECT_NE(corrupt.err.find("bad.gguf"), std::string::npos) << corrupt.err;
+
+  Result preset = Ferry("make-model --preset nope --type q8_0 -o " + dir + "/x.gguf");
+  EXPECT_NE(preset.code, 0);
+  EXPECT_NE(preset.err.find("unknown preset"), std::string::npos);
+  Result type = Ferry("make-model --preset tiny --type q9_9 -o " + dir + "/x.gguf");
+  EXPECT_NE(type.code, 0);
+}
+
+TEST(Cli, GoldenTextFromStories260K) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  std::ifstream in(testing::AssetPath("golden/stories260K-greedy.jsonl"));
+  std::string line;
+  std::getline(in, line);
+  auto j = nlohmann::json::parse(line);
+  Result r = Ferry("run -m " + testing::AssetPath("stories260K.gguf") + " -p 'Once upon a time' -n 200 --temp 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, j["generated_text"].get<std::string>());
+}
+
+}  // namespace
+}  // namespace ferry

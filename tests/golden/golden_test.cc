@@ -1,0 +1,141 @@
+// Golden tests: Ferry's greedy ids and perplexity against llama.cpp's recorded outputs
+// (../shared/assets/golden), for every format the trained test model comes in.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/generator.h"
+#include "engine/loaded_model.h"
+#include "engine/perplexity.h"
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+struct GoldenCase {
+  std::string prompt;
+  int n_predict;
+  std::vector<int32_t> prompt_ids, generated_ids;
+  std::string generated_text;
+};
+
+std::vector<GoldenCase> ReadGolden(const std::string& rel) {
+  std::ifstream in(testing::AssetPath(rel));
+  std::vector<GoldenCase> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    cases.push_back({j["prompt"], j["n_predict"], j["prompt_ids"].get<std::vector<int32_t>>(),
+                     j["generated_ids"].get<std::vector<int32_t>>(), j["generated_text"]});
+  }
+  return cases;
+}
+
+// Greedy generation of every golden case; ids must equal llama.cpp's exactly.
+void CheckGreedy(const std::string& model_rel, const std::string& golden_rel) {
+  auto lm = LoadModel(testing::AssetPath(model_rel));
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  ThreadPool pool(2);
+  auto cases = ReadGolden(golden_rel);
+  ASSERT_FALSE(cases.empty());
+  int matched = 0;
+  for (const auto& c : cases) {
+    auto ids = lm->tokenizer->Encode(c.prompt, true, true);
+    EXPECT_EQ(ids, c.prompt_ids) << model_rel << ": prompt '" << c.prompt << "'";
+    GenerateOptions o;
+    o.n_predict = c.n_predict;
+    o.sampling.temperature = 0;
+    std::vector<int32_t> out;
+    std::string text;
+    auto st = Generate(*lm, pool, c.prompt_ids, o, [&](std::string_view t) { text += t; }, &out);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(out, c.generated_ids) << model_rel << ": prompt '" << c.prompt << "'";
+    if (out == c.generated_ids) {
+      ++matched;
+      EXPECT_EQ(text, c.generated_text);
+    }
+  }
+  std::printf("[golden] %-40s %d/%zu prompts match llama.cpp's greedy ids\n", model_rel.c_str(), matched, cases.size());
+}
+
+TEST(Golden, Stories260KGguf) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  CheckGreedy("stories260K.gguf", "golden/stories260K-greedy.jsonl");
+}
+
+TEST(Golden, Stories260KLlama2cLegacy) {
+  FERRY_REQUIRE_ASSET("stories260K.bin");
+  CheckGreedy("stories260K.bin", "golden/stories260K-greedy.jsonl");
+}
+
+TEST(Golden, Stories260KLlama2cV1) {
+  FERRY_REQUIRE_ASSET("stories260K_v1.bin");
+  CheckGreedy("stories260K_v1.bin", "golden/stories260K-greedy.jsonl");
+}
+
+TEST(Golden, Stories260KHuggingFaceFolder) {
+  FERRY_REQUIRE_ASSET("hf/stories260K/config.json");
+  CheckGreedy("hf/stories260K", "golden/stories260K-greedy.jsonl");
+}
+
+TEST(Golden, LlamaTwoTinyRandomGguf) {
+  FERRY_REQUIRE_ASSET("random-weights/llama-2-tiny-random.gguf");
+  CheckGreedy("random-weights/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random-greedy.jsonl");
+}
+
+// The llama2.c version-2 file is a Q8 export (dequantized at load): it must load, tokenize
+// like the others, and stay close to the f32 model's greedy output.
+TEST(Golden, Stories260KLlama2cQ80Runs) {
+  FERRY_REQUIRE_ASSET("stories260K_q80.bin");
+  auto lm = LoadModel(testing::AssetPath("stories260K_q80.bin"));
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  auto cases = ReadGolden("golden/stories260K-greedy.jsonl");
+  ThreadPool pool(2);
+  GenerateOptions o;
+  o.n_predict = 20;
+  o.sampling.temperature = 0;
+  std::vector<int32_t> out;
+  ASSERT_TRUE(Generate(*lm, pool, cases[0].prompt_ids, o, [](std::string_view) {}, &out).ok());
+  int same_prefix = 0;
+  while (same_prefix < 20 && out[static_cast<size_t>(same_prefix)] == cases[0].generated_ids[static_cast<size_t>(same_prefix)]) ++same_prefix;
+  std::printf("[golden] stories260K_q80.bin: first %d of 20 greedy ids equal the f32 model's\n", same_prefix);
+  EXPECT_GE(same_prefix, 5);
+}
+
+void CheckPerplexity(const std::string& text_rel, double expected, int max_chunks) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  FERRY_REQUIRE_ASSET(text_rel);
+  auto lm = LoadModel(testing::AssetPath("stories260K.gguf"));
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  std::ifstream in(testing::AssetPath(text_rel), std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto tokens = lm->tokenizer->Encode(ss.str(), true, false);
+  ThreadPool pool(2);
+  PerplexityOptions o;
+  o.n_ctx = 256;
+  o.n_batch = 256;
+  o.max_chunks = max_chunks;
+  auto r = Perplexity(*lm, pool, tokens, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::printf("[golden] ppl %s: ferry %.4f +/- %.5f over %d windows, llama.cpp %.4f (all windows), diff %.3f%%\n",
+              text_rel.c_str(), r->ppl, r->ppl_stderr, r->n_chunks, expected, 100.0 * (r->ppl / expected - 1.0));
+  EXPECT_NEAR(r->ppl, expected, 0.01 * expected);
+}
+
+TEST(Golden, PerplexityTinyStories) {
+  CheckPerplexity("eval-text/tinystories-valid-800.txt", 4.4878, -1);
+}
+
+TEST(Golden, PerplexityWikiText2) {
+  CheckPerplexity("eval-text/wiki.test.raw", 113.3915, -1);
+}
+
+}  // namespace
+}  // namespace ferry

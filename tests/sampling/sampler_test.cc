@@ -1,0 +1,128 @@
+#include "sampling/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace ferry {
+namespace {
+
+std::vector<float> RandomLogits(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 2.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+SamplingParams Plain(float temp) {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 7;
+  return p;
+}
+
+TEST(Sampler, GreedyPicksArgMaxFirstOnTies) {
+  std::vector<float> l = {0.f, 3.f, 1.f, 3.f};
+  Sampler s(Plain(0.f), 4);
+  EXPECT_EQ(s.Sample(l.data(), {}), 1);
+  EXPECT_EQ(ArgMax(l.data(), 4), 1);
+}
+
+TEST(Sampler, SameSeedSameSequence) {
+  auto run = [](uint64_t seed) {
+    SamplingParams p = Plain(1.0f);
+    p.seed = seed;
+    Sampler s(p, 100);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 50; ++i) {
+      auto l = RandomLogits(100, static_cast<uint32_t>(i));
+      out.push_back(s.Sample(l.data(), {}));
+    }
+    return out;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43));
+}
+
+TEST(Sampler, TopKRestrictsToKBest) {
+  auto l0 = RandomLogits(50, 1);
+  std::vector<std::pair<float, int>> sorted;
+  for (int i = 0; i < 50; ++i) sorted.emplace_back(l0[static_cast<size_t>(i)], i);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::set<int> top3 = {sorted[0].second, sorted[1].second, sorted[2].second};
+  SamplingParams p = Plain(5.0f);  // hot: would otherwise pick widely
+  p.top_k = 3;
+  Sampler s(p, 50);
+  std::set<int> seen;
+  for (int i = 0; i < 500; ++i) {
+    auto l = l0;
+    seen.insert(s.Sample(l.data(), {}));
+  }
+  EXPECT_EQ(seen, top3);
+}
+
+TEST(Sampler, TopPKeepsSmallestNucleus) {
+  // probs ~ 0.7, 0.2, 0.1 (softmax of logs): top_p 0.8 keeps the first two.
+  std::vector<float> base = {std::log(0.7f), std::log(0.2f), std::log(0.1f)};
+  SamplingParams p = Plain(1.0f);
+  p.top_p = 0.8f;
+  Sampler s(p, 3);
+  std::map<int, int> hist;
+  for (int i = 0; i < 2000; ++i) {
+    auto l = base;
+    hist[s.Sample(l.data(), {})]++;
+  }
+  EXPECT_EQ(hist.count(2), 0u);
+  EXPECT_NEAR(hist[0] / 2000.0, 0.7 / 0.9, 0.05);
+}
+
+TEST(Sampler, MinPDropsUnlikely) {
+  std::vector<float> base = {std::log(0.6f), std::log(0.35f), std::log(0.05f)};
+  SamplingParams p = Plain(1.0f);
+  p.min_p = 0.1f;  // 0.05 < 0.1 * 0.6
+  Sampler s(p, 3);
+  for (int i = 0; i < 1000; ++i) {
+    auto l = base;
+    EXPECT_NE(s.Sample(l.data(), {}), 2);
+  }
+}
+
+TEST(Sampler, TemperatureMatchesDistribution) {
+  std::vector<float> base = {0.f, 1.f};
+  SamplingParams p = Plain(2.0f);
+  Sampler s(p, 2);
+  int ones = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    auto l = base;
+    ones += s.Sample(l.data(), {}) == 1;
+  }
+  double expect = 1.0 / (1.0 + std::exp(-0.5));
+  EXPECT_NEAR(ones / static_cast<double>(n), expect, 0.015);
+}
+
+TEST(Sampler, PenaltiesChangeGreedyChoice) {
+  std::vector<float> l = {2.0f, 1.9f, 0.f};
+  std::vector<int32_t> hist = {0, 0};
+  SamplingParams rep = Plain(0.f);
+  rep.repeat_penalty = 1.1f;  // 2.0/1.1 = 1.82 < 1.9
+  EXPECT_EQ(Sampler(rep, 3).Sample(std::vector<float>(l).data(), hist), 1);
+  SamplingParams freq = Plain(0.f);
+  freq.frequency_penalty = 0.06f;  // 2.0 - 2*0.06 = 1.88 < 1.9
+  EXPECT_EQ(Sampler(freq, 3).Sample(std::vector<float>(l).data(), hist), 1);
+  SamplingParams pres = Plain(0.f);
+  pres.presence_penalty = 0.05f;  // 2.0 - 0.05 = 1.95 > 1.9
+  EXPECT_EQ(Sampler(pres, 3).Sample(std::vector<float>(l).data(), hist), 0);
+  pres.presence_penalty = 0.2f;
+  EXPECT_EQ(Sampler(pres, 3).Sample(std::vector<float>(l).data(), hist), 1);
+}
+
+}  // namespace
+}  // namespace ferry

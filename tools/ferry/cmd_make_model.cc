@@ -1,0 +1,46 @@
+// `ferry make-model`: a GGUF with random weights and a real model's shapes.
+#include <cstdio>
+#include <memory>
+
+#include "base/progress.h"
+#include "base/timer.h"
+#include "commands.h"
+#include "model/synthetic_model.h"
+
+namespace ferry::cli {
+
+Runner AddMakeModelCommand(CLI::App& app) {
+  struct Opts {
+    std::string preset = "tiny", type = "f16", out;
+    uint64_t seed = 1234;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("make-model", "write a random-weight GGUF with a real model's shapes");
+  std::string presets;
+  for (const auto& p : ModelPresets()) presets += (presets.empty() ? "" : ", ") + p.name;
+  cmd->add_option("--preset", o->preset, "shape preset: " + presets)->capture_default_str();
+  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1")->capture_default_str();
+  cmd->add_option("-o,--output", o->out, "output .gguf file")->required();
+  cmd->add_option("--seed", o->seed, "weights seed")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)");
+
+  return [o]() -> int {
+    auto type = DTypeFromName(o->type);
+    if (!type) return Fail(InvalidArgumentError("unknown --type '{}'", o->type));
+    SyntheticModelOptions opts;
+    opts.preset = o->preset;
+    opts.type = *type;
+    opts.seed = o->seed;
+    opts.threads = o->threads;
+    opts.show_progress = StderrIsTerminal();
+    Timer timer;
+    Status st = WriteSyntheticModel(o->out, opts);
+    if (!st.ok()) return Fail(st);
+    std::fprintf(stderr, "ferry: wrote %s (%s, %s) in %.1f s\n", o->out.c_str(), o->preset.c_str(), o->type.c_str(),
+                 timer.Seconds());
+    return 0;
+  };
+}
+
+}  // namespace ferry::cli

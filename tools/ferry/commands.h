@@ -1,0 +1,32 @@
+// The `ferry` subcommands: each file registers one on the CLI11 app and returns its runner.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace ferry::cli {
+
+using Runner = std::function<int()>;
+
+Runner AddRunCommand(CLI::App& app);
+Runner AddPplCommand(CLI::App& app);
+Runner AddTokenizeCommand(CLI::App& app);
+Runner AddInfoCommand(CLI::App& app);
+Runner AddMakeModelCommand(CLI::App& app);
+
+// Prints "ferry: <reason>" on one line to stderr and returns the exit code for it.
+int Fail(const Status& status);
+
+// Options shared by commands that load a model.
+struct ModelFlags {
+  std::string model;
+  std::string tokenizer;
+  int threads = 0;
+  void Add(CLI::App* cmd, bool with_threads = true);
+};
+
+}  // namespace ferry::cli

@@ -1,0 +1,50 @@
+// ferry: command-line entry point. One file per subcommand; this file only dispatches.
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "commands.h"
+
+namespace ferry::cli {
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "ferry: %s\n", status.ToString().c_str());
+  return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+void ModelFlags::Add(CLI::App* cmd, bool with_threads) {
+  cmd->add_option("-m,--model", model, "model: GGUF file, Hugging Face folder or llama2.c .bin")->required();
+  cmd->add_option("--tokenizer", tokenizer, "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
+  if (with_threads) cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace ferry::cli
+
+int main(int argc, char** argv) {
+  using namespace ferry::cli;
+  CLI::App app{"ferry: fast LLM inference on the hardware you have"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "log more");
+  std::vector<std::pair<CLI::App*, Runner>> commands;
+  auto add = [&](Runner (*fn)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    Runner r = fn(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(r));
+  };
+  add(&AddRunCommand);
+  add(&AddPplCommand);
+  add(&AddTokenizeCommand);
+  add(&AddInfoCommand);
+  add(&AddMakeModelCommand);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (verbose) ferry::SetLogLevel(ferry::LogLevel::kDebug);
+  for (auto& [cmd, run] : commands)
+    if (cmd->parsed()) return run();
+  return 2;
+}
