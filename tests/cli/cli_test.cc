@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -21,8 +22,8 @@ struct Result {
 };
 
 Result Ferry(const std::string& args) {
-  std::string dir = testing::TempDir();
-  std::string err_file = dir + "/stderr.txt";
+  // Not testing::TempDir(): this also runs from SetUpTestSuite, outside any test.
+  std::string err_file = std::filesystem::temp_directory_path() / ("ferry_cli_stderr_" + std::to_string(getpid()) + ".txt");
   std::string cmd = std::string(FERRY_BINARY_DIR) + "/bin/ferry " + args + " 2>" + err_file;
   Result r{-1, "", ""};
   FILE* p = popen(cmd.c_str(), "r");
@@ -40,7 +41,9 @@ Result Ferry(const std::string& args) {
 class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = new std::string(std::filesystem::temp_directory_path() / "ferry_cli_tiny_q8_0.gguf");
+    // Per process: ctest runs each test case as its own process, possibly in parallel.
+    model_ = new std::string(std::filesystem::temp_directory_path() /
+                             ("ferry_cli_tiny_q8_0_" + std::to_string(getpid()) + ".gguf"));
     Result r = Ferry("make-model --preset tiny --type q8_0 -o " + *model_);
     ASSERT_EQ(r.code, 0) << r.err;
   }
