@@ -14,9 +14,10 @@ namespace {
 
 // Shapes as the real models (tinyllama/smollm from their config.json files).
 const std::vector<ModelPreset> kPresets = {
-    {"tiny", 512, 64, 2, 4, 2, 192, 512, 10000.0f, false},
-    {"smollm-135m", 49152, 576, 30, 9, 3, 1536, 2048, 10000.0f, true},
-    {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
+    {"tiny", "llama", 512, 64, 2, 4, 2, 192, 512, 10000.0f, false},
+    {"tiny-qwen2", "qwen2", 512, 64, 2, 4, 2, 192, 512, 1000000.0f, true},
+    {"smollm-135m", "llama", 49152, 576, 30, 9, 3, 1536, 2048, 10000.0f, true},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
 };
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a uniform weight type.
@@ -107,9 +108,10 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
 }
 
 struct PlannedTensor {
+  enum Kind { kMatrix, kNorm, kBias };
   std::string name;
   std::vector<int64_t> shape;  // outermost first
-  bool is_norm;
+  Kind kind;
 };
 
 }  // namespace
@@ -135,37 +137,45 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   const int64_t head_dim = p.dim / p.n_heads;
 
   Metadata md;
-  md.SetString("general.architecture", "llama");
+  const std::string a = p.arch + ".";
+  md.SetString("general.architecture", p.arch);
   md.SetString("general.name", "ferry-synthetic-" + p.name);
   md.SetInt("general.file_type", FileType(options.type));
-  md.SetUint("llama.context_length", static_cast<uint64_t>(p.n_ctx));
-  md.SetUint("llama.embedding_length", static_cast<uint64_t>(p.dim));
-  md.SetUint("llama.block_count", static_cast<uint64_t>(p.n_layers));
-  md.SetUint("llama.feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
-  md.SetUint("llama.rope.dimension_count", static_cast<uint64_t>(head_dim));
-  md.SetUint("llama.attention.head_count", static_cast<uint64_t>(p.n_heads));
-  md.SetUint("llama.attention.head_count_kv", static_cast<uint64_t>(p.n_kv_heads));
-  md.SetFloat("llama.attention.layer_norm_rms_epsilon", 1e-5);
-  md.SetFloat("llama.rope.freq_base", p.rope_theta);
-  md.SetUint("llama.vocab_size", static_cast<uint64_t>(p.n_vocab));
+  md.SetUint(a + "context_length", static_cast<uint64_t>(p.n_ctx));
+  md.SetUint(a + "embedding_length", static_cast<uint64_t>(p.dim));
+  md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
+  md.SetUint(a + "feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
+  md.SetUint(a + "rope.dimension_count", static_cast<uint64_t>(head_dim));
+  md.SetUint(a + "attention.head_count", static_cast<uint64_t>(p.n_heads));
+  md.SetUint(a + "attention.head_count_kv", static_cast<uint64_t>(p.n_kv_heads));
+  md.SetFloat(a + "attention.layer_norm_rms_epsilon", 1e-5);
+  md.SetFloat(a + "rope.freq_base", p.rope_theta);
+  md.SetUint(a + "vocab_size", static_cast<uint64_t>(p.n_vocab));
   AddSyntheticVocab(md, p.n_vocab);
 
   const int64_t q_dim = p.dim, kv_dim = head_dim * p.n_kv_heads;
-  std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, false}};
+  using K = PlannedTensor::Kind;
+  const bool bias = p.arch == "qwen2";
+  std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
   for (int32_t l = 0; l < p.n_layers; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
-    plan.push_back({b + "attn_norm.weight", {p.dim}, true});
-    plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, false});
-    plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, false});
-    plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, false});
-    plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, false});
-    plan.push_back({b + "ffn_norm.weight", {p.dim}, true});
-    plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, false});
-    plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, false});
-    plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, false});
+    plan.push_back({b + "attn_norm.weight", {p.dim}, K::kNorm});
+    plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
+    if (bias) {
+      plan.push_back({b + "attn_q.bias", {q_dim}, K::kBias});
+      plan.push_back({b + "attn_k.bias", {kv_dim}, K::kBias});
+      plan.push_back({b + "attn_v.bias", {kv_dim}, K::kBias});
+    }
+    plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, K::kMatrix});
+    plan.push_back({b + "ffn_norm.weight", {p.dim}, K::kNorm});
+    plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
   }
-  plan.push_back({"output_norm.weight", {p.dim}, true});
-  if (!p.tied_embeddings) plan.push_back({"output.weight", {p.n_vocab, p.dim}, false});
+  plan.push_back({"output_norm.weight", {p.dim}, K::kNorm});
+  if (!p.tied_embeddings) plan.push_back({"output.weight", {p.n_vocab, p.dim}, K::kMatrix});
 
   int64_t total_elems = 0;
   for (const auto& t : plan) total_elems += t.shape.size() == 2 ? t.shape[0] * t.shape[1] : t.shape[0];
@@ -176,7 +186,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   int64_t done = 0;
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     const PlannedTensor& t = plan[ti];
-    const DType type = t.is_norm ? DType::kF32 : options.type;
+    const DType type = t.kind == K::kMatrix ? options.type : DType::kF32;
     const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
     const size_t row_bytes = RowBytes(type, cols);
     storage[ti].resize(row_bytes * static_cast<size_t>(rows));
@@ -184,10 +194,11 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     pool.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(cols));  // [cols]
       for (int64_t r = r0; r < r1; ++r) {
-        if (t.is_norm) {
+        const uint64_t seed = options.seed ^ (ti << 40) ^ static_cast<uint64_t>(r) * 0x9E37ull;
+        if (t.kind == K::kNorm) {
           std::fill(row.begin(), row.end(), 1.0f);
         } else {
-          FillNormal(row.data(), cols, options.stddev, options.seed ^ (ti << 40) ^ static_cast<uint64_t>(r) * 0x9E37ull);
+          FillNormal(row.data(), cols, t.kind == K::kBias ? options.bias_stddev : options.stddev, seed);
         }
         kernels::QuantizeRow(type, row.data(), dst + row_bytes * static_cast<size_t>(r), cols);
       }

@@ -14,12 +14,13 @@ namespace ferry {
 
 struct ModelPreset {
   std::string name;
+  std::string arch;  // "llama" or "qwen2" (q/k/v biases, neox RoPE)
   int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
   float rope_theta;
   bool tied_embeddings;
 };
 
-// "tiny", "smollm-135m", "tinyllama-1.1b".
+// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b".
 const std::vector<ModelPreset>& ModelPresets();
 
 struct SyntheticModelOptions {
@@ -27,6 +28,7 @@ struct SyntheticModelOptions {
   DType type = DType::kF16;   // weight matrices; norms stay f32
   uint64_t seed = 1234;
   float stddev = 0.02f;       // weights ~ N(0, stddev^2), norms = 1
+  float bias_stddev = 0.02f;  // q/k/v biases of qwen2 presets ~ N(0, bias_stddev^2)
   int32_t threads = 0;        // 0 = physical cores
   bool show_progress = false;
 };

@@ -155,3 +155,60 @@ TEST(ModelConfig, ValidatesShapes) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+std::unique_ptr<formats::WeightSource> OpenTinyQwen2(const std::string& dir, float bias_stddev) {
+  std::string path = dir + "/qwen2-" + std::to_string(bias_stddev) + ".gguf";
+  SyntheticModelOptions o;
+  o.preset = "tiny-qwen2";
+  o.type = DType::kF32;
+  o.stddev = 0.08f;
+  o.bias_stddev = bias_stddev;
+  EXPECT_TRUE(WriteSyntheticModel(path, o).ok());
+  auto src = formats::OpenWeightSource(path);
+  EXPECT_TRUE(src.ok()) << src.status().ToString();
+  return std::move(*src);
+}
+
+// Relabels a qwen2 source as llama (same keys under llama.*), optionally with neox RoPE.
+void RelabelAsLlama(formats::WeightSource& src, bool neox) {
+  Metadata& md = src.mutable_metadata();
+  std::vector<std::pair<std::string, MetaValue>> renamed;
+  for (const auto& [k, v] : md.entries())
+    if (k.rfind("qwen2.", 0) == 0) renamed.emplace_back("llama." + k.substr(6), v);
+  for (auto& [k, v] : renamed) md.Set(k, v);
+  md.SetString("general.architecture", "llama");
+  md.SetBool("ferry.rope.neox", neox);
+}
+
+TEST(Qwen2, IsLlamaWithNeoxRopeAndBiases) {
+  const std::string dir = testing::TempDir();
+  auto toks = Prompt(20, 5);
+  auto qwen_src = OpenTinyQwen2(dir, 0.0f);
+  auto qwen = CreateModel(*qwen_src);
+  ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
+  EXPECT_TRUE((*qwen)->config().rope_neox);
+  auto ref = RunChunked(**qwen, toks, 20, nullptr);
+
+  auto neox_src = OpenTinyQwen2(dir, 0.0f);
+  RelabelAsLlama(*neox_src, true);
+  auto neox = CreateModel(*neox_src);
+  ASSERT_TRUE(neox.ok());
+  EXPECT_EQ(RunChunked(**neox, toks, 20, nullptr), ref);  // zero biases: same function
+
+  auto normal_src = OpenTinyQwen2(dir, 0.0f);
+  RelabelAsLlama(*normal_src, false);
+  auto normal = CreateModel(*normal_src);
+  ASSERT_TRUE(normal.ok());
+  EXPECT_NE(RunChunked(**normal, toks, 20, nullptr), ref);  // the RoPE layout matters
+
+  auto biased_src = OpenTinyQwen2(dir, 0.5f);
+  auto biased = CreateModel(*biased_src);
+  ASSERT_TRUE(biased.ok());
+  EXPECT_NE(RunChunked(**biased, toks, 20, nullptr), ref);  // biases are applied
+}
+
+}  // namespace
+}  // namespace ferry
