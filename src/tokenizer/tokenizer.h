@@ -50,11 +50,20 @@ class Tokenizer {
   // The raw vocabulary string of a token (e.g. "▁the", "<0x0A>").
   const std::string& TokenText(int32_t id) const;
   TokenType GetTokenType(int32_t id) const;
+  float TokenScore(int32_t id) const;
+  // Id of the token whose vocabulary string is exactly `text`, or -1.
+  int32_t TokenId(std::string_view text) const;
 
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 if none
   int32_t eos_id() const;  // -1 if none
+  int32_t eot_id() const;  // -1 if none
+  int32_t unk_id() const;  // -1 if none
+  int32_t pad_id() const;  // -1 if none
   bool add_bos() const;
+  bool add_eos() const;
+  // SPM: a ' ' is put before the text (and after each special token) before encoding.
+  bool add_space_prefix() const;
   // End of generation: eos, eot and other end tokens the metadata names.
   bool IsEog(int32_t id) const;
   // "llama" (SPM), later "gpt2", "bert".
@@ -66,7 +75,9 @@ class Tokenizer {
 };
 
 // Streaming detokenizer: emits text only in whole UTF-8 characters, holding back the bytes of
-// a character split across tokens until it completes.
+// a character split across tokens until it completes. Ill-formed bytes become U+FFFD (one per
+// maximal ill-formed subsequence), so the concatenated output of Push... + Flush() always equals
+// utf8::Sanitize(tok.Decode(ids)) and is always valid UTF-8.
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tok, bool render_special = false)
@@ -83,7 +94,11 @@ class IncrementalDetokenizer {
 };
 
 // Side-file loaders producing tokenizer.ggml.* metadata (merged into the model's metadata):
-// Hugging Face tokenizer.json (+ tokenizer_config.json beside it if present).
+// tokenizer.ggml.model "llama", .tokens, .scores, .token_type, .bos/.eos/.unknown(/.padding)
+// _token_id, .add_bos_token, .add_eos_token, .add_space_prefix.
+// Hugging Face tokenizer.json (+ tokenizer_config.json beside it if present). Only model.type
+// "BPE" with byte_fallback (SentencePiece converted: Llama, Mistral, Phi-3) for now; scores are
+// synthesized from merge ranks (see hf_tokenizer_json.cc). Other kinds give kUnsupported.
 StatusOr<Metadata> LoadHfTokenizerJson(const std::string& path);
 // SentencePiece tokenizer.model (protobuf, parsed with bounds checks).
 StatusOr<Metadata> LoadSentencePieceModel(const std::string& path);

@@ -17,6 +17,11 @@ Runner AddPplCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddMakeModelCommand(CLI::App& app);
+Runner AddBenchCommand(CLI::App& app);
+// Parts of `ferry bench`: options of the default model benchmark on `bench` itself, and nested
+// benchmark subcommands (each adds one subcommand to `bench`).
+Runner AddBenchModelOptions(CLI::App& bench);
+Runner AddBenchThroughputCommand(CLI::App& bench);
 
 // Prints "ferry: <reason>" on one line to stderr and returns the exit code for it.
 int Fail(const Status& status);

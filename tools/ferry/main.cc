@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   add(&AddTokenizeCommand);
   add(&AddInfoCommand);
   add(&AddMakeModelCommand);
+  add(&AddBenchCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,257 @@
+// SPM tokenizer: llama.cpp conformance vectors, golden prompt ids, special tokens, speed.
+#include <nlohmann/json.hpp>
+
+#include <time.h>
+
+#include <chrono>
+
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer_test_util.h"
+
+namespace ferry {
+namespace {
+
+using testing::AssetPath;
+using testing::GgufTokenizer;
+using testing::ReadVocabCases;
+using testing::RunVocabCases;
+
+constexpr const char* kLlamaSpm = "llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+constexpr const char* kPhi3 = "llama.cpp-vocab/ggml-vocab-phi-3.gguf";
+
+TEST(SpmTokenizer, LlamaSpmConformance) {
+  FERRY_REQUIRE_ASSET(kLlamaSpm);
+  auto tok = GgufTokenizer(kLlamaSpm);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  auto cases = ReadVocabCases(kLlamaSpm);
+  ASSERT_GE(cases.size(), 40u);
+  EXPECT_EQ(RunVocabCases("llama-spm", *tok, cases), 0);
+}
+
+TEST(SpmTokenizer, Phi3Conformance) {
+  FERRY_REQUIRE_ASSET(kPhi3);
+  auto tok = GgufTokenizer(kPhi3);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  auto cases = ReadVocabCases(kPhi3);
+  ASSERT_GE(cases.size(), 40u);
+  EXPECT_EQ(RunVocabCases("phi-3", *tok, cases), 0);
+}
+
+TEST(SpmTokenizer, VocabFacts) {
+  FERRY_REQUIRE_ASSET(kLlamaSpm);
+  auto tok = GgufTokenizer(kLlamaSpm);
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ(tok->model_name(), "llama");
+  EXPECT_EQ(tok->n_vocab(), 32000);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_EQ(tok->unk_id(), 0);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_FALSE(tok->add_eos());
+  EXPECT_TRUE(tok->add_space_prefix());
+  EXPECT_TRUE(tok->IsEog(2));
+  EXPECT_FALSE(tok->IsEog(1));
+  EXPECT_EQ(tok->GetTokenType(0), TokenType::kUnknown);
+  EXPECT_EQ(tok->GetTokenType(1), TokenType::kControl);
+  EXPECT_EQ(tok->GetTokenType(13), TokenType::kByte);
+  EXPECT_EQ(tok->TokenText(13), "<0x0A>");
+  EXPECT_EQ(tok->TokenId("<0x0A>"), 13);
+  // Pieces: byte tokens give their byte, '▁' gives ' ', control tokens give "" unless rendered.
+  EXPECT_EQ(tok->TokenToPiece(13), "\n");
+  EXPECT_EQ(tok->TokenToPiece(1), "");
+  EXPECT_EQ(tok->TokenToPiece(1, /*render_special=*/true), "<s>");
+  EXPECT_EQ(tok->TokenToPiece(0), "");
+  EXPECT_EQ(tok->TokenToPiece(tok->TokenId("\xE2\x96\x81the")), " the");
+  // Ids out of range never crash.
+  EXPECT_EQ(tok->TokenToPiece(-1), "");
+  EXPECT_EQ(tok->TokenToPiece(32000), "");
+  EXPECT_EQ(tok->TokenText(1 << 30), "");
+  EXPECT_EQ(tok->GetTokenType(-5), TokenType::kUndefined);
+  EXPECT_FALSE(tok->IsEog(-1));
+}
+
+TEST(SpmTokenizer, AddSpecialAndEmptyText) {
+  FERRY_REQUIRE_ASSET(kLlamaSpm);
+  auto tok = GgufTokenizer(kLlamaSpm);
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ(tok->Encode("", true, true), std::vector<int32_t>({1}));
+  EXPECT_EQ(tok->Encode("", false, true), std::vector<int32_t>());
+  EXPECT_EQ(tok->Encode("Hello world", true, false),
+            std::vector<int32_t>({1, 15043, 3186}));
+}
+
+TEST(SpmTokenizer, SpecialTokenParsing) {
+  FERRY_REQUIRE_ASSET(kLlamaSpm);
+  auto tok = GgufTokenizer(kLlamaSpm);
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> hello = tok->Encode("Hello", false, false);  // ▁Hello
+  ASSERT_EQ(hello.size(), 1u);
+  // Parsed: "<s>" is the BOS id, and the text after a special token gets the space prefix again
+  // (llama.cpp: is_prev_special).
+  std::vector<int32_t> got = tok->Encode("<s>Hello</s>", false, true);
+  EXPECT_EQ(got, std::vector<int32_t>({1, hello[0], 2}));
+  // Not parsed: the control token text is split like any text.
+  got = tok->Encode("<s>Hello", false, false);
+  EXPECT_GT(got.size(), 2u);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 1), 0);
+  EXPECT_EQ(tok->Decode(got), " <s>Hello");
+  // <unk> is matched only when parsing specials.
+  EXPECT_EQ(tok->Encode("<unk>", false, true), std::vector<int32_t>({0}));
+}
+
+// Phi-3 (general.name "Phi3"): llama.cpp marks its special tokens rstrip, so the newline after
+// <|user|> / <|end|> is swallowed, and text after a special token gets the space prefix again.
+TEST(SpmTokenizer, Phi3ChatSpecialTokens) {
+  FERRY_REQUIRE_ASSET(kPhi3);
+  auto tok = GgufTokenizer(kPhi3);
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ(tok->eos_id(), 32000);
+  EXPECT_TRUE(tok->IsEog(32000));  // <|endoftext|>
+  EXPECT_TRUE(tok->IsEog(32007));  // <|end|>
+  const int32_t hello = tok->TokenId("\xE2\x96\x81Hello");
+  ASSERT_GE(hello, 0);
+  EXPECT_EQ(tok->Encode("<|user|>\nHello<|end|>\n<|assistant|>", true, true),
+            std::vector<int32_t>({1, 32010, hello, 32007, 32001}));
+}
+
+// Golden prompt ids produced by llama.cpp (BOS added, special tokens parsed).
+void CheckGoldenPrompts(const std::string& golden_rel, const Tokenizer& tok) {
+  std::istringstream lines(testing::ReadFileOrEmpty(AssetPath(golden_rel)));
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    const std::string prompt = j["prompt"].get<std::string>();
+    const std::vector<int32_t> want = j["prompt_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/true), want)
+        << golden_rel << ": '" << prompt << "'";
+    ++n;
+  }
+  EXPECT_GT(n, 0) << golden_rel;
+  std::printf("%s: %d prompts checked\n", golden_rel.c_str(), n);
+}
+
+TEST(SpmTokenizer, GoldenPromptsStories260K) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  FERRY_REQUIRE_ASSET("golden/stories260K-greedy.jsonl");
+  auto tok = GgufTokenizer("stories260K.gguf");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->Encode("Once upon a time", true, true),
+            std::vector<int32_t>({1, 403, 407, 261, 378}));
+  CheckGoldenPrompts("golden/stories260K-greedy.jsonl", *tok);
+}
+
+TEST(SpmTokenizer, GoldenPromptsLlama2TinyRandom) {
+  FERRY_REQUIRE_ASSET("random-weights/llama-2-tiny-random.gguf");
+  FERRY_REQUIRE_ASSET("golden/llama-2-tiny-random-greedy.jsonl");
+  auto tok = GgufTokenizer("random-weights/llama-2-tiny-random.gguf");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->Encode("The quick brown fox jumps over the lazy dog", true, true),
+            std::vector<int32_t>({1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366,
+                                  11203}));
+  CheckGoldenPrompts("golden/llama-2-tiny-random-greedy.jsonl", *tok);
+}
+
+TEST(SpmTokenizer, GoldenGeneratedTextIsConcatenatedPieces) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  FERRY_REQUIRE_ASSET("golden/stories260K-greedy.jsonl");
+  auto tok = GgufTokenizer("stories260K.gguf");
+  ASSERT_TRUE(tok.ok());
+  std::istringstream lines(testing::ReadFileOrEmpty(AssetPath("golden/stories260K-greedy.jsonl")));
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("generated_text")) continue;
+    EXPECT_EQ(tok->Decode(j["generated_ids"].get<std::vector<int32_t>>()),
+              j["generated_text"].get<std::string>());
+  }
+}
+
+TEST(SpmTokenizer, EncodesMegabytesQuickly) {
+  const char* kText = "eval-text/wiki.test.raw";
+  FERRY_REQUIRE_ASSET(kLlamaSpm);
+  FERRY_REQUIRE_ASSET(kText);
+  auto tok = GgufTokenizer(kLlamaSpm);
+  ASSERT_TRUE(tok.ok());
+  const std::string text = testing::ReadFileOrEmpty(AssetPath(kText));
+  // CPU time of this thread: the wall clock on a shared machine says more about the neighbours.
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  const double c0 = cpu_now();
+  std::vector<int32_t> ids = tok->Encode(text, true, false);
+  const double secs = cpu_now() - c0;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("encoded %zu bytes into %zu tokens in %.3f s CPU (%.3f s wall, %.1f MB/s CPU)\n",
+              text.size(), ids.size(), secs, wall, text.size() / secs / 1e6);
+  EXPECT_EQ(tok->Decode(ids), " " + text);  // lossless but for the space prefix
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FERRY_TOK_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FERRY_TOK_SANITIZED 1
+#endif
+#if defined(NDEBUG) && !defined(FERRY_TOK_SANITIZED)
+  EXPECT_LT(secs, 1.0);  // ~0.15-0.3 s CPU measured (3-8 MB/s); generous for loaded machines
+#endif
+  // The chunked encoder equals llama.cpp's single-queue algorithm (on a slice: that one is slow).
+  const std::string slice = text.substr(0, 200000);
+  std::vector<int32_t> chunked = tok->Encode(slice, true, false);
+  tokenizer_internal::spm_disable_chunking_for_testing = true;
+  std::vector<int32_t> single = tok->Encode(slice, true, false);
+  tokenizer_internal::spm_disable_chunking_for_testing = false;
+  EXPECT_EQ(chunked, single);
+}
+
+TEST(SpmTokenizer, FromMetadataErrors) {
+  Metadata md;
+  EXPECT_EQ(Tokenizer::FromMetadata(md).status().code(), StatusCode::kNotFound);
+  md.SetString("tokenizer.ggml.model", "gpt2");
+  md.SetStringArray("tokenizer.ggml.tokens", {"a", "b"});
+  auto st = Tokenizer::FromMetadata(md).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("gpt2"), std::string::npos);
+  md.SetString("tokenizer.ggml.model", "llama");
+  md.SetFloatArray("tokenizer.ggml.scores", {0.0f});  // shorter than tokens
+  EXPECT_EQ(Tokenizer::FromMetadata(md).status().code(), StatusCode::kCorruptFile);
+  md.SetFloatArray("tokenizer.ggml.scores", {0.0f, 0.0f});
+  md.SetStringArray("tokenizer.ggml.tokens", {"a", "a"});
+  EXPECT_EQ(Tokenizer::FromMetadata(md).status().code(), StatusCode::kCorruptFile);
+  md.SetString("tokenizer.ggml.tokens", "not an array");
+  EXPECT_EQ(Tokenizer::FromMetadata(md).status().code(), StatusCode::kCorruptFile);
+}
+
+// A hand-made vocabulary: merge order by score, ties to the left, byte fallback, unk.
+TEST(SpmTokenizer, TinyVocabMergeOrder) {
+  Metadata md;
+  md.SetString("tokenizer.ggml.model", "llama");
+  //                 0        1      2       3         4    5    6    7     8     9
+  md.SetStringArray("tokenizer.ggml.tokens",
+                    {"<unk>", "<s>", "</s>", "<0x41>", "a", "b", "c", "ab", "bc", "\xE2\x96\x81"});
+  md.SetFloatArray("tokenizer.ggml.scores", {0, 0, 0, 0, -1, -1, -1, -5, -3, -1});
+  md.SetIntArray("tokenizer.ggml.token_type", {2, 3, 3, 6, 1, 1, 1, 1, 1, 1});
+  md.SetBool("tokenizer.ggml.add_space_prefix", false);
+  auto tok = Tokenizer::FromMetadata(md);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  // "bc" (-3) beats "ab" (-5).
+  EXPECT_EQ(tok->Encode("abc", false, false), std::vector<int32_t>({4, 8}));
+  EXPECT_EQ(tok->Encode("abab", false, false), std::vector<int32_t>({7, 7}));
+  // 'A' has a byte token; 'Z' has none, so it becomes <unk>; ' ' is '▁'.
+  EXPECT_EQ(tok->Encode("A Z", false, false), std::vector<int32_t>({3, 9, 0}));
+  EXPECT_FALSE(tok->add_space_prefix());
+  // Equal scores: the left pair wins.
+  md.SetFloatArray("tokenizer.ggml.scores", {0, 0, 0, 0, -1, -1, -1, -3, -3, -1});
+  auto tied = Tokenizer::FromMetadata(md);
+  ASSERT_TRUE(tied.ok());
+  EXPECT_EQ(tied->Encode("abc", false, false), std::vector<int32_t>({7, 6}));
+}
+
+}  // namespace
+}  // namespace ferry
