@@ -123,6 +123,9 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   meta->SetFloat(arch + ".attention.layer_norm_rms_epsilon", eps);
   meta->SetFloat(arch + ".rope.freq_base", theta);
   u32("rope.dimension_count", head_dim);
+  // head_dim may differ from hidden/heads (e.g. Qwen3, Gemma): state it explicitly.
+  u32("attention.key_length", head_dim);
+  u32("attention.value_length", head_dim);
   u32("vocab_size", vocab);
 
   if (auto it = config.find("rope_scaling"); it != config.end() && !it->is_null()) {

@@ -26,9 +26,14 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   c.rot_dim = static_cast<int32_t>(md.GetInt(p + "rope.dimension_count").value_or(c.head_dim));
   c.rms_eps = static_cast<float>(md.GetFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(md.GetFloat(p + "rope.freq_base").value_or(10000.0));
-  if (md.GetString(p + "rope.scaling.type").value_or("none") == "linear") {
+  const std::string scaling = md.GetString(p + "rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
     double factor = md.GetFloat(p + "rope.scaling.factor").value_or(1.0);
     if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none") {
+    // Never run a model with positions encoded differently from how it was trained.
+    return UnsupportedError("rope scaling type '{}' ('{}rope.scaling.type') is not supported yet (none, linear)",
+                            scaling, p);
   }
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.

@@ -140,7 +140,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   const std::string a = p.arch + ".";
   md.SetString("general.architecture", p.arch);
   md.SetString("general.name", "ferry-synthetic-" + p.name);
-  md.SetInt("general.file_type", FileType(options.type));
+  md.SetUint("general.file_type", static_cast<uint64_t>(FileType(options.type)));  // u32, as llama.cpp reads it
   md.SetUint(a + "context_length", static_cast<uint64_t>(p.n_ctx));
   md.SetUint(a + "embedding_length", static_cast<uint64_t>(p.dim));
   md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
