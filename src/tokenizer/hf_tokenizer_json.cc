@@ -1,6 +1,12 @@
 // Hugging Face tokenizer.json (+ tokenizer_config.json beside it) -> tokenizer.ggml.* metadata.
 //
-// Supported: model.type "BPE" with byte_fallback, the form Llama/Mistral/Phi-3 SentencePiece
+// Byte-level BPE (GPT-2 style; ConvertByteLevel) and WordPiece (ConvertWordPiece) map onto the
+// "gpt2" and "bert" kinds the way llama.cpp's converter writes GGUF files: added tokens become
+// control (special) or user-defined tokens, merges are kept as "left right", the pre_tokenizer is
+// recognized as one of llama.cpp's tokenizer.ggml.pre families, WordPiece tokens get llama.cpp's
+// spelling ("▁" + word start, "##" dropped from continuations).
+//
+// model.type "BPE" with byte_fallback is the form Llama/Mistral/Phi-3 SentencePiece
 // models are converted to. Such a tokenizer is run by the SPM algorithm, which merges by token
 // score instead of by merge rank, so scores are synthesized from the merges:
 //   score(t) = -r   where r is the lowest rank of a merge whose result is t,
@@ -13,6 +19,7 @@
 // SentencePiece->HF converter emits, for every piece, all its splits into two pieces, ordered
 // by the piece's score, which gives both. Merge tables trained natively with HF (GPT-2 style)
 // violate (a); those tokenizers are byte-level BPE and are refused here anyway.
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -30,6 +37,7 @@ namespace {
 using json = nlohmann::json;
 using tokenizer_internal::IsByteTokenName;
 using tokenizer_internal::ReadWholeFile;
+using tokenizer_internal::BpeVocabSpec;
 using tokenizer_internal::SpmVocabSpec;
 using tokenizer_internal::ToMetadata;
 
@@ -87,30 +95,18 @@ std::string ModelType(const json& model) {
   return "unknown";
 }
 
-StatusOr<Metadata> Convert(const std::string& path, const json& root, const json* config) {
-  const json* model = GetChild(root, "model");
-  if (!model || !model->is_object()) return CorruptFileError("{}: no \"model\" object", path);
-  const std::string type = ModelType(*model);
-  const json* pre = GetChild(root, "pre_tokenizer");
-  const json* norm = GetChild(root, "normalizer");
-  const json* dec = GetChild(root, "decoder");
-  const bool byte_level = (pre && FindNode(*pre, "ByteLevel")) || (dec && FindNode(*dec, "ByteLevel"));
-  if (type != "BPE") {
-    return UnsupportedError("{}: tokenizer.json model type '{}' is not supported yet", path, type);
-  }
-  if (byte_level) {
-    return UnsupportedError("{}: byte-level BPE (GPT-2 style) tokenizer.json is not supported yet",
-                            path);
-  }
-  if (!GetBool(*model, "byte_fallback").value_or(false)) {
-    return UnsupportedError("{}: BPE tokenizer.json without byte_fallback is not supported yet", path);
-  }
+struct Added {
+  int64_t id;
+  std::string content;
+  bool special;
+};
 
-  // Vocabulary (ids may have gaps; added tokens may extend it).
-  const json* vocab = GetChild(*model, "vocab");
+// model.vocab plus added_tokens, by id (ids may have gaps; added tokens may extend the vocab).
+Status CollectVocab(const std::string& path, const json& root, const json& model,
+                    std::vector<std::string>& tokens, std::vector<bool>& present,
+                    std::vector<Added>& added) {
+  const json* vocab = GetChild(model, "vocab");
   if (!vocab || !vocab->is_object()) return CorruptFileError("{}: model.vocab is not an object", path);
-  std::vector<std::string> tokens;
-  std::vector<bool> present;
   auto place = [&](int64_t id, const std::string& text) -> Status {
     if (id < 0 || id >= kMaxVocab) return CorruptFileError("{}: token '{}' has id {}", path, text, id);
     const auto i = static_cast<size_t>(id);
@@ -131,12 +127,6 @@ StatusOr<Metadata> Convert(const std::string& path, const json& root, const json
     }
     FERRY_RETURN_IF_ERROR(place(it.value().get<int64_t>(), it.key()));
   }
-  struct Added {
-    int64_t id;
-    std::string content;
-    bool special;
-  };
-  std::vector<Added> added;
   if (const json* at = GetChild(root, "added_tokens"); at && at->is_array()) {
     for (const json& a : *at) {
       const json* id = GetChild(a, "id");
@@ -148,6 +138,245 @@ StatusOr<Metadata> Convert(const std::string& path, const json& root, const json
       FERRY_RETURN_IF_ERROR(place(added.back().id, added.back().content));
     }
   }
+  if (tokens.empty()) return CorruptFileError("{}: empty vocabulary", path);
+  return Status::Ok();
+}
+
+// Which special tokens wrap a single sequence (post_processor TemplateProcessing), overridden
+// by tokenizer_config.json.
+struct SpecialTexts {
+  std::optional<std::string> bos, eos, pad, unk;
+  std::optional<bool> add_bos, add_eos;
+};
+SpecialTexts ReadSpecialTexts(const json& root, const json* config) {
+  SpecialTexts st;
+  if (const json* pp = GetChild(root, "post_processor"); pp) {
+    const json* tp = FindNode(*pp, "TemplateProcessing");
+    const json* single = tp ? GetChild(*tp, "single") : nullptr;
+    if (single && single->is_array()) {
+      bool seen_seq = false;
+      st.add_bos = false;
+      st.add_eos = false;
+      for (const json& item : *single) {
+        if (GetChild(item, "Sequence")) {
+          seen_seq = true;
+        } else if (const json* sp = GetChild(item, "SpecialToken"); sp) {
+          auto id = GetString(*sp, "id");
+          if (!id) continue;
+          (seen_seq ? st.add_eos : st.add_bos) = true;
+          (seen_seq ? st.eos : st.bos) = id;
+        }
+      }
+    }
+  }
+  if (config) {
+    if (auto v = GetBool(*config, "add_bos_token")) st.add_bos = v;
+    if (auto v = GetBool(*config, "add_eos_token")) st.add_eos = v;
+    if (auto v = GetTokenString(*config, "bos_token")) st.bos = v;
+    if (auto v = GetTokenString(*config, "eos_token")) st.eos = v;
+    if (auto v = GetTokenString(*config, "pad_token")) st.pad = v;
+    if (auto v = GetTokenString(*config, "unk_token")) st.unk = v;
+  }
+  return st;
+}
+
+// As llama.cpp's converter: added tokens that are special, or look like "<|...|>", are control.
+bool LooksSpecial(const std::string& t) {
+  auto wrapped = [&](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.compare(0, open.size(), open) == 0 &&
+           t.compare(t.size() - close.size(), close.size(), close) == 0;
+  };
+  return t == "<pad>" || t == "<mask>" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
+// The tokenizer.ggml.pre family of a byte-level pre_tokenizer tree, or "" if unknown.
+std::string PreFamily(const json* pre, const json* norm) {
+  constexpr std::string_view kLlama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  constexpr std::string_view kQwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (!pre || pre->is_null()) return "";
+  std::vector<const json*> steps;
+  if (GetString(*pre, "type") == std::string("Sequence")) {
+    const json* list = GetChild(*pre, "pretokenizers");
+    if (!list || !list->is_array()) return "";
+    for (const json& e : *list) steps.push_back(&e);
+  } else {
+    steps.push_back(pre);
+  }
+  std::vector<std::string> kinds;
+  std::vector<std::string> regexes;
+  bool individual_digits = false;
+  for (const json* st : steps) {
+    const std::string t = GetString(*st, "type").value_or("");
+    kinds.push_back(t);
+    if (t == "Split") {
+      const json* pat = GetChild(*st, "pattern");
+      if (auto r = pat ? GetString(*pat, "Regex") : std::nullopt) regexes.push_back(*r);
+    }
+    if (t == "Digits") individual_digits = GetBool(*st, "individual_digits").value_or(false);
+    if (t == "ByteLevel" && !GetBool(*st, "use_regex").value_or(true)) kinds.back() = "ByteLevelNoRegex";
+  }
+  auto has = [&](std::string_view k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  auto has_regex = [&](std::string_view r) {
+    return std::find(regexes.begin(), regexes.end(), r) != regexes.end();
+  };
+  if (has_regex(kLlama3)) return "llama3";
+  if (has_regex(kQwen2)) return "qwen2";
+  if (has("Punctuation") && has("ByteLevel") && has_regex("[0-9][0-9][0-9]")) return "falcon";
+  if (kinds == std::vector<std::string>{"Digits", "ByteLevel"} && individual_digits) return "starcoder";
+  if (kinds == std::vector<std::string>{"ByteLevel"}) {
+    // GPT-2 and GPT-NeoX/MPT share the regex. GPT-NeoX's NFC normalizer is not applied
+    // (llama.cpp does not either): text is expected in NFC already.
+    return (norm && FindNode(*norm, "NFC")) ? "mpt" : "gpt-2";
+  }
+  return "";
+}
+
+StatusOr<Metadata> ConvertByteLevel(const std::string& path, const json& root, const json& model,
+                                    const json* config) {
+  BpeVocabSpec spec;
+  spec.pre = PreFamily(GetChild(root, "pre_tokenizer"), GetChild(root, "normalizer"));
+  if (spec.pre.empty()) {
+    return UnsupportedError("{}: byte-level BPE with a pre_tokenizer Ferry does not know: {}", path,
+                            GetChild(root, "pre_tokenizer") ? GetChild(root, "pre_tokenizer")->dump() : "none");
+  }
+  std::vector<bool> present;
+  std::vector<Added> added;
+  FERRY_RETURN_IF_ERROR(CollectVocab(path, root, model, spec.tokens, present, added));
+  const size_t n = spec.tokens.size();
+  spec.types.assign(n, static_cast<int32_t>(TokenType::kNormal));
+  for (size_t i = 0; i < n; ++i) {
+    if (!present[i]) {
+      spec.tokens[i] = "[PAD" + std::to_string(i) + "]";
+      spec.types[i] = static_cast<int32_t>(TokenType::kUnused);
+    }
+  }
+  for (const Added& a : added) {
+    spec.types[static_cast<size_t>(a.id)] = static_cast<int32_t>(
+        a.special || LooksSpecial(a.content) ? TokenType::kControl : TokenType::kUserDefined);
+  }
+  const json* merges = GetChild(model, "merges");
+  if (!merges || !merges->is_array()) return CorruptFileError("{}: model.merges is not an array", path);
+  spec.merges.reserve(merges->size());
+  for (const json& m : *merges) {
+    if (m.is_string()) {
+      spec.merges.push_back(m.get<std::string>());
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    } else {
+      return CorruptFileError("{}: merge {} is neither \"a b\" nor [\"a\", \"b\"]", path, spec.merges.size());
+    }
+  }
+  std::unordered_map<std::string, int32_t> id_of;
+  for (size_t i = 0; i < n; ++i) id_of.emplace(spec.tokens[i], static_cast<int32_t>(i));
+  auto find_id = [&](const std::optional<std::string>& text) -> int32_t {
+    if (!text) return -1;
+    auto it = id_of.find(*text);
+    return it == id_of.end() ? -1 : it->second;
+  };
+  const SpecialTexts st = ReadSpecialTexts(root, config);
+  // Without a name for them, BOS/EOS are the end-of-text token GPT-2-style vocabularies have.
+  std::optional<std::string> fallback;
+  for (const char* t : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
+    if (id_of.count(t)) {
+      fallback = t;
+      break;
+    }
+  }
+  spec.bos = find_id(st.bos ? st.bos : fallback);
+  spec.eos = find_id(st.eos ? st.eos : fallback);
+  spec.pad = find_id(st.pad);
+  spec.unk = find_id(st.unk ? st.unk : GetString(model, "unk_token"));
+  if (st.add_bos) spec.add_bos = *st.add_bos && spec.bos >= 0;
+  if (st.add_eos) spec.add_eos = *st.add_eos && spec.eos >= 0;
+  if (GetBool(model, "ignore_merges").value_or(false)) {
+    // Passed on through the pre family (llama3 ignores merges); nothing else to record.
+  }
+  return ToMetadata(spec);
+}
+
+StatusOr<Metadata> ConvertWordPiece(const std::string& path, const json& root, const json& model,
+                                    const json* config) {
+  BpeVocabSpec spec;
+  spec.model = "bert";
+  spec.pre = "bert-bge";
+  std::vector<bool> present;
+  std::vector<Added> added;
+  FERRY_RETURN_IF_ERROR(CollectVocab(path, root, model, spec.tokens, present, added));
+  const size_t n = spec.tokens.size();
+  const std::string prefix = GetString(model, "continuing_subword_prefix").value_or("##");
+  spec.types.assign(n, static_cast<int32_t>(TokenType::kNormal));
+  std::vector<std::string> original = spec.tokens;
+  for (size_t i = 0; i < n; ++i) {
+    std::string& t = spec.tokens[i];
+    if (!present[i]) {
+      t = "[PAD" + std::to_string(i) + "]";
+      spec.types[i] = static_cast<int32_t>(TokenType::kUnused);
+    } else if (t.size() >= 2 && t.front() == '[' && t.back() == ']') {
+      // Bracketed names stay as they are.
+    } else if (!prefix.empty() && t.compare(0, prefix.size(), prefix) == 0 && t.size() > prefix.size()) {
+      t.erase(0, prefix.size());  // continuation: bare text
+    } else {
+      t.insert(0, "\xE2\x96\x81");  // word start: "▁" + text (llama.cpp's WPM vocabulary)
+    }
+  }
+  for (const Added& a : added) {
+    spec.types[static_cast<size_t>(a.id)] =
+        static_cast<int32_t>(a.special ? TokenType::kControl : TokenType::kUserDefined);
+  }
+  std::unordered_map<std::string, int32_t> id_of;
+  for (size_t i = 0; i < n; ++i) id_of.emplace(original[i], static_cast<int32_t>(i));
+  auto find_id = [&](const std::optional<std::string>& text) -> int32_t {
+    if (!text) return -1;
+    auto it = id_of.find(*text);
+    return it == id_of.end() ? -1 : it->second;
+  };
+  const SpecialTexts st = ReadSpecialTexts(root, config);
+  spec.cls = find_id(st.bos ? st.bos : std::optional<std::string>("[CLS]"));
+  spec.sep = find_id(st.eos ? st.eos : std::optional<std::string>("[SEP]"));
+  spec.unk = find_id(st.unk ? st.unk : GetString(model, "unk_token"));
+  spec.pad = find_id(st.pad ? st.pad : std::optional<std::string>("[PAD]"));
+  spec.mask = find_id(std::optional<std::string>("[MASK]"));
+  if (st.add_bos) spec.add_bos = *st.add_bos && spec.cls >= 0;
+  if (st.add_eos) spec.add_eos = *st.add_eos && spec.sep >= 0;
+  if (const json* norm = GetChild(root, "normalizer"); norm) {
+    if (const json* bn = FindNode(*norm, "BertNormalizer")) {
+      spec.lowercase = GetBool(*bn, "lowercase").value_or(true);
+      spec.strip_accents = GetBool(*bn, "strip_accents").value_or(*spec.lowercase);
+    } else {
+      spec.lowercase = FindNode(*norm, "Lowercase") != nullptr;
+      spec.strip_accents = FindNode(*norm, "StripAccents") != nullptr;
+    }
+  } else {
+    spec.lowercase = false;
+    spec.strip_accents = false;
+  }
+  return ToMetadata(spec);
+}
+
+StatusOr<Metadata> Convert(const std::string& path, const json& root, const json* config) {
+  const json* model = GetChild(root, "model");
+  if (!model || !model->is_object()) return CorruptFileError("{}: no \"model\" object", path);
+  const std::string type = ModelType(*model);
+  const json* pre = GetChild(root, "pre_tokenizer");
+  const json* norm = GetChild(root, "normalizer");
+  const json* dec = GetChild(root, "decoder");
+  const bool byte_level = (pre && FindNode(*pre, "ByteLevel")) || (dec && FindNode(*dec, "ByteLevel"));
+  if (type == "WordPiece") return ConvertWordPiece(path, root, *model, config);
+  if (type == "BPE" && byte_level) return ConvertByteLevel(path, root, *model, config);
+  if (type != "BPE") {
+    return UnsupportedError("{}: tokenizer.json model type '{}' is not supported", path, type);
+  }
+  if (!GetBool(*model, "byte_fallback").value_or(false)) {
+    return UnsupportedError("{}: BPE tokenizer.json without byte_fallback is not supported yet", path);
+  }
+
+  std::vector<std::string> tokens;
+  std::vector<bool> present;
+  std::vector<Added> added;
+  FERRY_RETURN_IF_ERROR(CollectVocab(path, root, *model, tokens, present, added));
   if (tokens.empty()) return CorruptFileError("{}: empty vocabulary", path);
   const size_t n = tokens.size();
 
@@ -278,6 +507,13 @@ StatusOr<Metadata> LoadHfTokenizerJson(const std::string& path) {
   FERRY_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
   json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) return CorruptFileError("{}: not a JSON object", path);
+  if (auto m = root.find("model"); m == root.end() || !m->is_object()) {
+    // A GPT-2 encoder.json (token -> id) with its merges in vocab.bpe beside it.
+    const auto bpe_path = std::filesystem::path(path).parent_path() / "vocab.bpe";
+    std::error_code bpe_ec;
+    if (std::filesystem::exists(bpe_path, bpe_ec)) return LoadGpt2EncoderFiles(path, bpe_path.string());
+    return CorruptFileError("{}: no \"model\" object (and no vocab.bpe beside it)", path);
+  }
 
   std::optional<json> config;
   const auto config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";

@@ -24,6 +24,30 @@ Metadata ToMetadata(const SpmVocabSpec& spec) {
   return md;
 }
 
+Metadata ToMetadata(const BpeVocabSpec& spec) {
+  Metadata md;
+  md.SetString("tokenizer.ggml.model", spec.model);
+  md.SetString("tokenizer.ggml.pre", spec.pre);
+  md.SetStringArray("tokenizer.ggml.tokens", spec.tokens);
+  md.SetIntArray("tokenizer.ggml.token_type", spec.types);
+  if (!spec.merges.empty()) md.SetStringArray("tokenizer.ggml.merges", spec.merges);
+  auto set_id = [&](const char* key, int32_t id) {
+    if (id >= 0) md.SetUint(key, static_cast<uint32_t>(id));
+  };
+  set_id("tokenizer.ggml.bos_token_id", spec.bos);
+  set_id("tokenizer.ggml.eos_token_id", spec.eos);
+  set_id("tokenizer.ggml.unknown_token_id", spec.unk);
+  set_id("tokenizer.ggml.padding_token_id", spec.pad);
+  set_id("tokenizer.ggml.cls_token_id", spec.cls);
+  set_id("tokenizer.ggml.seperator_token_id", spec.sep);  // llama.cpp's spelling
+  set_id("tokenizer.ggml.mask_token_id", spec.mask);
+  if (spec.add_bos) md.SetBool("tokenizer.ggml.add_bos_token", *spec.add_bos);
+  if (spec.add_eos) md.SetBool("tokenizer.ggml.add_eos_token", *spec.add_eos);
+  if (spec.lowercase) md.SetBool("tokenizer.ferry.lowercase", *spec.lowercase);
+  if (spec.strip_accents) md.SetBool("tokenizer.ferry.strip_accents", *spec.strip_accents);
+  return md;
+}
+
 StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return NotFoundError("{}: no such file", path);

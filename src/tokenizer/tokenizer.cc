@@ -15,9 +15,16 @@ StatusOr<Tokenizer> Tokenizer::FromMetadata(const Metadata& md) {
     FERRY_ASSIGN_OR_RETURN(std::unique_ptr<TokenizerImpl> impl, CreateSpmTokenizer(md));
     return Tokenizer(std::move(impl));
   }
-  if (model->s == "gpt2" || model->s == "bert" || model->s == "t5" || model->s == "rwkv" ||
-      model->s == "plamo2") {
-    return UnsupportedError("tokenizer model '{}' is not supported yet (only 'llama' SPM)",
+  if (model->s == "gpt2") {
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<TokenizerImpl> impl, CreateBpeTokenizer(md));
+    return Tokenizer(std::move(impl));
+  }
+  if (model->s == "bert") {
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<TokenizerImpl> impl, CreateWordPieceTokenizer(md));
+    return Tokenizer(std::move(impl));
+  }
+  if (model->s == "t5" || model->s == "rwkv" || model->s == "plamo2") {
+    return UnsupportedError("tokenizer model '{}' is not supported (llama, gpt2 and bert are)",
                             model->s);
   }
   return UnsupportedError("unknown tokenizer model '{}'", model->s);

@@ -1,7 +1,7 @@
 // Tokenizer: text <-> token ids for a model vocabulary described by GGUF-convention metadata
 // ("tokenizer.ggml.model", ".tokens", ".scores", ".token_type", ".bos_token_id", ...).
-// Implemented now: SentencePiece-style BPE ("llama": scores, byte fallback, space prefix).
-// Later (tokenizer issue): byte-level BPE ("gpt2"), WordPiece ("bert").
+// Kinds: SentencePiece-style BPE ("llama": scores, byte fallback, space prefix), byte-level BPE
+// ("gpt2": merges, tokenizer.ggml.pre regexes) and WordPiece ("bert").
 #pragma once
 
 #include <cstdint>
@@ -66,7 +66,7 @@ class Tokenizer {
   bool add_space_prefix() const;
   // End of generation: eos, eot and other end tokens the metadata names.
   bool IsEog(int32_t id) const;
-  // "llama" (SPM), later "gpt2", "bert".
+  // "llama" (SPM), "gpt2" (byte-level BPE) or "bert" (WordPiece).
   const std::string& model_name() const;
 
  private:
@@ -94,12 +94,20 @@ class IncrementalDetokenizer {
 };
 
 // Side-file loaders producing tokenizer.ggml.* metadata (merged into the model's metadata):
-// tokenizer.ggml.model "llama", .tokens, .scores, .token_type, .bos/.eos/.unknown(/.padding)
-// _token_id, .add_bos_token, .add_eos_token, .add_space_prefix.
-// Hugging Face tokenizer.json (+ tokenizer_config.json beside it if present). Only model.type
-// "BPE" with byte_fallback (SentencePiece converted: Llama, Mistral, Phi-3) for now; scores are
-// synthesized from merge ranks (see hf_tokenizer_json.cc). Other kinds give kUnsupported.
+// tokenizer.ggml.model, .tokens, .token_type, .scores (llama) or .merges and .pre (gpt2),
+// .bos/.eos/.unknown(/.padding)_token_id, .add_bos_token, .add_eos_token, .add_space_prefix.
+// Hugging Face tokenizer.json (+ tokenizer_config.json beside it if present): model.type "BPE"
+// with byte_fallback (SentencePiece converted: Llama, Mistral, Phi-3; scores synthesized from
+// merge ranks), byte-level "BPE" (GPT-2, GPT-NeoX, Falcon, Llama 3, Qwen2, StarCoder: the
+// pre-tokenizer is mapped to its tokenizer.ggml.pre family) and "WordPiece" (BERT). A GPT-2
+// encoder.json with vocab.bpe beside it is passed on to LoadGpt2EncoderFiles.
 StatusOr<Metadata> LoadHfTokenizerJson(const std::string& path);
+// GPT-2-style encoder.json (token -> id) + vocab.bpe (merges). `pre` empty: a 128,000-token
+// vocabulary is taken for Llama 3's (pre "llama3", <|begin_of_text|> = 128000 and
+// <|end_of_text|> = 128001 appended as BOS/EOS, as ollama does); any other gets pre "gpt-2"
+// with <|endoftext|> as BOS/EOS when present.
+StatusOr<Metadata> LoadGpt2EncoderFiles(const std::string& encoder_json, const std::string& vocab_bpe,
+                                        const std::string& pre = "");
 // SentencePiece tokenizer.model (protobuf, parsed with bounds checks).
 StatusOr<Metadata> LoadSentencePieceModel(const std::string& path);
 // llama2.c tokenizer .bin (tok512.bin, tokenizer.bin).

@@ -1,5 +1,5 @@
-// TokenizerImpl: the interface each tokenizer kind implements behind Tokenizer (SPM now;
-// byte-level BPE "gpt2" and WordPiece "bert" later), plus the factory for each kind.
+// TokenizerImpl: the interface each tokenizer kind implements behind Tokenizer (SPM "llama",
+// byte-level BPE "gpt2", WordPiece "bert"), plus the factory for each kind.
 #pragma once
 
 #include <atomic>
@@ -40,6 +40,10 @@ class TokenizerImpl {
 
 // tokenizer.ggml.model == "llama": SentencePiece BPE with scores and byte fallback.
 StatusOr<std::unique_ptr<TokenizerImpl>> CreateSpmTokenizer(const Metadata& md);
+// tokenizer.ggml.model == "gpt2": byte-level BPE with merges and a pre-tokenizer (bpe.cc).
+StatusOr<std::unique_ptr<TokenizerImpl>> CreateBpeTokenizer(const Metadata& md);
+// tokenizer.ggml.model == "bert": WordPiece (wordpiece.cc).
+StatusOr<std::unique_ptr<TokenizerImpl>> CreateWordPieceTokenizer(const Metadata& md);
 
 namespace tokenizer_internal {
 // Tests only: encode each SPM fragment with one queue, exactly as llama.cpp does, to check that

@@ -213,11 +213,11 @@ TEST(SpmTokenizer, EncodesMegabytesQuickly) {
 TEST(SpmTokenizer, FromMetadataErrors) {
   Metadata md;
   EXPECT_EQ(Tokenizer::FromMetadata(md).status().code(), StatusCode::kNotFound);
-  md.SetString("tokenizer.ggml.model", "gpt2");
+  md.SetString("tokenizer.ggml.model", "t5");
   md.SetStringArray("tokenizer.ggml.tokens", {"a", "b"});
   auto st = Tokenizer::FromMetadata(md).status();
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
-  EXPECT_NE(st.message().find("gpt2"), std::string::npos);
+  EXPECT_NE(st.message().find("t5"), std::string::npos);
   md.SetString("tokenizer.ggml.model", "llama");
   md.SetFloatArray("tokenizer.ggml.scores", {0.0f});  // shorter than tokens
   EXPECT_EQ(Tokenizer::FromMetadata(md).status().code(), StatusCode::kCorruptFile);
