@@ -86,6 +86,15 @@ void Metadata::Set(std::string key, MetaValue value) {
   entries_.emplace_back(std::move(key), std::move(value));
 }
 
+void Metadata::EraseWithPrefix(std::string_view prefix) {
+  std::vector<std::pair<std::string, MetaValue>> kept;
+  for (auto& e : entries_)
+    if (e.first.compare(0, prefix.size(), prefix) != 0) kept.push_back(std::move(e));
+  entries_ = std::move(kept);
+  index_.clear();
+  for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, i);
+}
+
 bool Metadata::Has(std::string_view key) const { return index_.find(key) != index_.end(); }
 
 const MetaValue* Metadata::Find(std::string_view key) const {

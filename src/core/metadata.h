@@ -44,6 +44,8 @@ class Metadata {
  public:
   void Set(std::string key, MetaValue value);
   bool Has(std::string_view key) const;
+  // Removes every key starting with prefix (e.g. "tokenizer." before loading another tokenizer).
+  void EraseWithPrefix(std::string_view prefix);
   const MetaValue* Find(std::string_view key) const;
 
   // Typed getters: nullopt when the key is missing or has an incompatible type.

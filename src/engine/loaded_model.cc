@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "formats/loaded_source.h"
+
 namespace ferry {
 namespace {
 
@@ -38,11 +40,35 @@ StatusOr<Metadata> LoadSideTokenizer(const std::string& model_path, const Metada
 
 }  // namespace
 
+namespace {
+
+// A tokenizer without weights: a tokenizer.json / encoder.json file, or a folder holding one
+// but no config.json (e.g. a downloaded tokenizer). `ferry tokenize` works on these.
+bool IsTokenizerOnly(const fs::path& p) {
+  if (fs::is_directory(p))
+    return !fs::exists(p / "config.json") && (fs::exists(p / "tokenizer.json") || fs::exists(p / "tokenizer.model"));
+  return p.extension() == ".json";
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<formats::WeightSource>> OpenWithTokenizer(const std::string& path,
                                                                    const LoadOptions& options) {
-  FERRY_ASSIGN_OR_RETURN(auto source, formats::OpenWeightSource(path));
+  std::unique_ptr<formats::WeightSource> source;
+  if (IsTokenizerOnly(path)) {
+    auto empty = std::make_unique<formats::LoadedWeightSource>(path);
+    empty->mutable_metadata().SetString("ferry.source.format", "tokenizer only");
+    source = std::move(empty);
+  } else {
+    FERRY_ASSIGN_OR_RETURN(source, formats::OpenWeightSource(path));
+  }
   if (!source->metadata().Has("tokenizer.ggml.tokens") || !options.tokenizer_path.empty()) {
-    FERRY_ASSIGN_OR_RETURN(Metadata tok_md, LoadSideTokenizer(path, source->metadata(), options));
+    LoadOptions side = options;
+    if (side.tokenizer_path.empty() && !fs::is_directory(path) && IsTokenizerOnly(path)) side.tokenizer_path = path;
+    FERRY_ASSIGN_OR_RETURN(Metadata tok_md, LoadSideTokenizer(path, source->metadata(), side));
+    // An explicit tokenizer replaces the embedded one whole: stale keys (scores of another
+    // vocabulary) must not survive the merge.
+    source->mutable_metadata().EraseWithPrefix("tokenizer.");
     for (const auto& [key, value] : tok_md.entries()) source->mutable_metadata().Set(key, value);
   }
   return source;

@@ -137,3 +137,30 @@ TEST(Cli, GoldenTextFromStories260K) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(Cli, TokenizeWorksOnTokenizerOnlyFoldersAndFiles) {
+  FERRY_REQUIRE_ASSET("hf-tokenizers/gpt2/tokenizer.json");
+  FERRY_REQUIRE_ASSET("llama3.2-bpe/encoder.json");
+  Result gpt2 = Ferry("tokenize -m " + testing::AssetPath("hf-tokenizers/gpt2") + " -p 'Hello world' --ids");
+  ASSERT_EQ(gpt2.code, 0) << gpt2.err;
+  EXPECT_EQ(gpt2.out, "[15496, 995]\n");
+  Result llama3 = Ferry("tokenize -m " + testing::AssetPath("llama3.2-bpe/encoder.json") + " -p 'hello world' --ids");
+  ASSERT_EQ(llama3.code, 0) << llama3.err;
+  EXPECT_EQ(llama3.out, "[128000, 15339, 1917]\n");
+}
+
+TEST(Cli, ExplicitTokenizerReplacesTheEmbeddedOne) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  FERRY_REQUIRE_ASSET("llama3.2-bpe/encoder.json");
+  // stories260K embeds a 512-token SPM vocabulary; the Llama 3 files must replace it whole.
+  Result r = Ferry("tokenize -m " + testing::AssetPath("stories260K.gguf") + " --tokenizer " +
+                   testing::AssetPath("llama3.2-bpe/encoder.json") + " -p 'hello world' --ids");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[128000, 15339, 1917]\n");
+}
+
+}  // namespace
+}  // namespace ferry
