@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/ref.h"
 
 namespace ferry::kernels {
 namespace {
@@ -80,6 +81,35 @@ BENCHMARK(BM_MatMul)->Name("GemvHot")->Apply(HotArgs)->Unit(benchmark::kMicrosec
 
 BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Packed (repacked-at-load) MatMul: args dtype, n_tok, threads. Same 16384 x 2048 weights.
+void BM_MatMulPacked(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t n_tok = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const int64_t n_out = 16384, n_in = 2048;
+  auto w = MakeWeights(t, n_out, n_in);
+  std::vector<uint8_t> packed(PackedBytes(t, n_out, n_in));
+  PackWeights(t, w.data(), n_out, n_in, packed.data(), nullptr);
+  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    MatMulPacked(packed.data(), t, n_out, n_in, x.data(), n_tok, y.data(), threads > 1 ? &pool : nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(packed.size()));
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(DTypeName(t)) + "/packed");
+}
+void PackedArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
+    for (int64_t n_tok : {1, 32})
+      for (int64_t th : {1, 2}) b->Args({static_cast<int64_t>(t), n_tok, th});
+}
+BENCHMARK(BM_MatMulPacked)->Name("Packed")->Apply(PackedArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_RmsNorm(benchmark::State& state) {
   std::vector<float> x(state.range(0), 0.5f), w(state.range(0), 1.f), y(state.range(0));
   for (auto _ : state) {
@@ -114,6 +144,39 @@ void BM_AttentionDecode(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AttentionDecode)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+
+// Prefill attention: the last n_q = 64 queries of a context of arg tokens (tinyllama heads),
+// tiled online-softmax kernel (threads = range 1) vs the naive reference, which materializes
+// each query's n_ctx scores. The tiled kernel's extra memory is O(heads x (64 + head_dim)).
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4, n_q = 64;
+  const bool naive = state.range(1) == 0;
+  const int threads = static_cast<int>(state.range(2));
+  const int nb = (n_ctx + bs - 1) / bs;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd), v(k.size()), q(static_cast<size_t>(n_q) * nh * hd);
+  for (auto* vec : {&k, &v, &q})
+    for (auto& x : *vec) x = d(rng);
+  std::vector<float> out(q.size());
+  std::vector<int32_t> table(nb), pos(n_q);
+  for (int i = 0; i < nb; ++i) table[i] = i;
+  for (int i = 0; i < n_q; ++i) pos[i] = n_ctx - n_q + i;
+  KvBlocks kv{k.data(), v.data(), table.data(), bs};
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    if (naive) {
+      ref::AttentionNaive(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data());
+    } else {
+      Attention(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(naive ? "naive" : "tiled");
+}
+BENCHMARK(BM_AttentionPrefill)
+    ->Args({4096, 0, 1})->Args({4096, 1, 1})->Args({4096, 1, 2})->Args({512, 0, 1})->Args({512, 1, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ferry::kernels

@@ -3,7 +3,8 @@
 # SECONDS (default 20) from a small generated seed corpus. Exits non-zero on any crash.
 #   scripts/run-fuzzers.sh [SECONDS]
 # Env: FERRY_FUZZ_BUILD_DIR (default <repo>/build-fuzz), FERRY_FUZZ_JOBS (default 2),
-#      FERRY_ASSETS (shared assets; stories260K.gguf and the HF safetensors join the seeds).
+#      FERRY_ASSETS (shared assets; stories260K.gguf and the HF safetensors join the seeds, the
+#      chat templates under chat-templates/ seed template_fuzz).
 set -euo pipefail
 
 fuzz_seconds="${1:-20}"
@@ -14,13 +15,13 @@ assets="${FERRY_ASSETS:-$root/../shared/assets}"
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
 artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
-mkdir -p "$seeds/gguf" "$seeds/safetensors" "$corpus/gguf" "$corpus/safetensors" "$artifacts"
+mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$corpus/gguf" "$corpus/safetensors" "$corpus/template" "$artifacts"
 
 # Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
 # a safetensors file with metadata and two tensors.
@@ -74,9 +75,24 @@ open(f"{out}/safetensors/tiny.safetensors", "wb").write(struct.pack("<Q", len(h)
 PY
 [[ -f "$assets/stories260K.gguf" ]] && cp "$assets/stories260K.gguf" "$seeds/gguf/"
 [[ -f "$assets/hf/stories260K/model.safetensors" ]] && cp "$assets/hf/stories260K/model.safetensors" "$seeds/safetensors/"
+# Templates: a small one exercising most constructs, plus the real chat templates when present.
+cat > "$seeds/template/mini.jinja" <<'JINJA'
+{%- set ns = namespace(n=0) -%}
+{%- macro m(x, y='d') -%}{{ x ~ y }}{%- endmacro -%}
+{%- for msg in messages if msg.role != 'tool' -%}
+  {%- set ns.n = ns.n + loop.index0 -%}
+  {{- bos_token if loop.first else '' }}{{ msg.role | upper }}: {{ msg.content | trim if msg.content is string else msg | tojson(indent=2) }}
+  {%- if not loop.last %}{% continue %}{% endif -%}
+{%- else -%}{{ raise_exception('empty') }}{%- endfor -%}
+{{ m(ns.n) }}{{ tools | map(attribute='function.name') | join(', ') }}{{ 'a,b'.split(',')[::-1] }}{{ strftime_now('%Y') }}
+{%- if add_generation_prompt %}{% generation %}<|assistant|>{% endgeneration %}{% endif %}
+JINJA
+if [[ -d "$assets/chat-templates" ]]; then
+  cp "$assets"/chat-templates/*.jinja "$seeds/template/" 2>/dev/null || true
+fi
 
 status=0
-for target in gguf safetensors; do
+for target in gguf safetensors template; do
   echo "== ${target}_fuzz for ${fuzz_seconds}s"
   # max_len keeps the big seeds (truncated) from slowing every iteration down.
   if ! "$build/fuzz/${target}_fuzz" "$corpus/$target" "$seeds/$target" \

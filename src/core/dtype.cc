@@ -10,7 +10,7 @@ namespace ferry {
 namespace {
 
 // Sizes follow ggml-common.h: e.g. q4_0 = fp16 scale + 16 bytes of nibbles per 32 weights.
-constexpr std::array<DTypeTraits, 20> kTable = {{
+constexpr std::array<DTypeTraits, 21> kTable = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -31,6 +31,7 @@ constexpr std::array<DTypeTraits, 20> kTable = {{
     {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},
     {DType::kBF16, "bf16", 1, 2, false},
+    {DType::kI4G128, "int4_g128", 128, 68, true},  // fp16 d, u8 zero, u8 pad, 64 B nibbles
 }};
 
 }  // namespace

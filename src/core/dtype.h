@@ -30,6 +30,8 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  // Ferry's own types: ids above 1000 never collide with ggml's (docs/formats.md).
+  kI4G128 = 1001,  // int4 asymmetric, fp16 scale + 4-bit zero per group of 128
 };
 
 struct DTypeTraits {

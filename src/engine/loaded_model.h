@@ -16,6 +16,7 @@ namespace ferry {
 
 struct LoadOptions {
   std::string tokenizer_path;  // explicit tokenizer file; empty = find beside the model
+  bool repack_weights = true;  // see ModelOptions
 };
 
 struct LoadedModel {

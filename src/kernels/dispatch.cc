@@ -45,6 +45,8 @@ KernelTable MakeScalar() {
   t.softmax = ref::Softmax;
   t.silu_mul = ref::SiluMul;
   t.add = ref::AddInPlace;
+  t.packed_tile = ref::PackedTile;
+  t.read_sum = ref::ReadSum;
   return t;
 }
 
@@ -77,6 +79,8 @@ KernelTable MakeAvx2() {
   t.softmax = avx2::Softmax;
   t.silu_mul = avx2::SiluMul;
   t.add = avx2::AddInPlace;
+  t.packed_tile = avx2::PackedTile;
+  t.read_sum = avx2::ReadSum;
   return t;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_layout.h"
 
 namespace ferry::kernels::internal {
 
@@ -27,6 +28,8 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
+  PackedTileFn packed_tile;                       // packed MatMul micro-kernel
+  double (*read_sum)(const float* x, int64_t n);  // bandwidth probe (x 32-byte aligned)
 };
 
 // MatMul's activation row for partner type `act`: the partner blocks, then (q8_0, q8_1 only)

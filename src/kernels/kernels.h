@@ -52,6 +52,31 @@ bool CanMatMul(DType t);
 // q2_k..q6_k -> q8_k. Only meaningful when CanMatMul(t).
 DType MatMulActivationType(DType t);
 
+// ---- Packed weights: repacked once at load, streamed by MatMulPacked -------------------
+// Layouts in kernels/packed_layout.h and docs/formats.md: 8 rows interleaved per group so one
+// 32-byte load feeds 8 rows, scales in their own plane. Types: q4_0, q8_0 (n_in % 32 == 0)
+// and int4_g128 (n_in % 128 == 0); any n_out (the last group is zero-padded).
+bool CanPack(DType t, int64_t n_in);
+// Bytes PackWeights writes for [n_out, n_in] weights of type t.
+size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
+// dst[PackedBytes] = pack(w: [n_out, n_in] rows of type t, RowBytes each). Parallel over rows.
+void PackWeights(DType t, const void* w, int64_t n_out, int64_t n_in, void* dst, ThreadPool* pool);
+// The exact inverse: dst [n_out, RowBytes(t, n_in)] = the original rows.
+void UnpackWeights(DType t, const void* packed, int64_t n_out, int64_t n_in, void* dst);
+// y[t][o] = sum_i W[o][i] * x[t][i] with W packed by PackWeights; x: [n_tok, n_in] f32,
+// y: [n_tok, n_out]. Activations become q8_0 (llama.cpp's x86 rounding) once per call; each
+// (token, row) sums its 32-element blocks in order into one float accumulator, so y[t] is
+// bit-identical whatever n_tok, the tiling or the thread count (and equal across ISAs).
+// Weight blocks are reused across up to 4 tokens per load (prefill GEMM), threads split rows.
+void MatMulPacked(const void* packed, DType t, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
+                  float* y, ThreadPool* pool);
+
+// ---- Memory bandwidth probe -------------------------------------------------------------
+// Streams `bytes` (rounded down to 4 KiB) of a buffer it allocates and touches first, `reps`
+// times, each thread of `pool` summing its contiguous slice with SIMD loads; returns the best
+// rep's read bandwidth in bytes/s. Use a buffer far larger than the last-level cache.
+double MeasureReadBandwidth(size_t bytes, int reps, ThreadPool* pool);
+
 // ---- Elementwise / normalization --------------------------------------------------------
 // y[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]   (y may alias x)
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);

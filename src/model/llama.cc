@@ -2,24 +2,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "kernels/kernels.h"
 
 namespace ferry {
 namespace {
 
-// A weight matrix used in place: [n_out, n_in] rows of `type`.
+// A weight matrix: [n_out, n_in] rows of `type`, used in place, or repacked once at load into
+// the kernels' interleaved streaming layout (q4_0, q8_0, int4; see kernels/packed_layout.h).
 struct Linear {
   const void* data = nullptr;
   DType type = DType::kF32;
   int64_t n_out = 0, n_in = 0;
   size_t bytes = 0;
+  std::shared_ptr<const AlignedBuffer> packed;  // [PackedBytes] or null (shared by copies)
+
+  // Repacks when the kernels have a packed layout for the type and `repack` is set; types
+  // with no other kernel are always packed.
+  void MaybePack(bool repack, ThreadPool* pool) {
+    if (packed || !kernels::CanPack(type, n_in)) return;
+    if (!repack && kernels::CanMatMul(type)) return;
+    auto buf = std::make_shared<AlignedBuffer>(kernels::PackedBytes(type, n_out, n_in));
+    kernels::PackWeights(type, data, n_out, n_in, buf->data(), pool);
+    packed = std::move(buf);
+  }
 
   // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
   void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
-    kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
+    if (packed) {
+      kernels::MatMulPacked(packed->data(), type, n_out, n_in, x, n_tok, y, pool);
+    } else {
+      kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
+    }
   }
 };
 
@@ -41,14 +59,14 @@ class WeightReader {
     if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in)
       return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src_.path(), name,
                                   t->ShapeString(), n_out, n_in);
-    if (!kernels::CanMatMul(t->dtype))
+    if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
       return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src_.path(),
                               name, DTypeName(t->dtype));
     auto row = RowBytesChecked(t->dtype, n_in);
     if (!row || *row * static_cast<size_t>(n_out) != t->nbytes)
       return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src_.path(), name,
                                   t->nbytes);
-    return Linear{t->data, t->dtype, n_out, n_in, t->nbytes};
+    return Linear{t->data, t->dtype, n_out, n_in, t->nbytes, nullptr};
   }
 
   // Small vectors (norms, biases) are converted to f32 once at load.
@@ -73,7 +91,8 @@ class WeightReader {
 
 class LlamaModel final : public Model {
  public:
-  static StatusOr<std::unique_ptr<Model>> Load(const formats::WeightSource& src, const ModelConfig& cfg);
+  static StatusOr<std::unique_ptr<Model>> Load(const formats::WeightSource& src, const ModelConfig& cfg,
+                                                const ModelOptions& options);
 
   Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) override;
   size_t WeightBytes() const override { return weight_bytes_; }
@@ -95,7 +114,8 @@ class LlamaModel final : public Model {
   } s_;
 };
 
-StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg) {
+StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg,
+                                                   const ModelOptions& options) {
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
   WeightReader r(src);
@@ -112,6 +132,8 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   }
   FERRY_ASSIGN_OR_RETURN(m->output_norm_, r.Vector("output_norm.weight", dim));
   m->weight_bytes_ = m->output_.bytes;
+  ThreadPool pack_pool;  // repacking at load: one pass over the weights on every core
+  m->output_.MaybePack(options.repack_weights, &pack_pool);  // token_embd_ stays in place for row lookups
   for (int32_t l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights w;
@@ -129,8 +151,10 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
       FERRY_ASSIGN_OR_RETURN(w.bv, r.Vector(p + "attn_v.bias", kv_dim));
     }
-    for (const Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down})
+    for (Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
       m->weight_bytes_ += lin->bytes;
+      lin->MaybePack(options.repack_weights, &pack_pool);
+    }
     m->layers_.push_back(std::move(w));
   }
 
@@ -253,8 +277,9 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source, const ModelConfig& config) {
-  return LlamaModel::Load(source, config);
+StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source, const ModelConfig& config,
+                                                  const ModelOptions& options) {
+  return LlamaModel::Load(source, config, options);
 }
 
 }  // namespace ferry

@@ -8,6 +8,7 @@
 
 namespace ferry {
 
-StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source, const ModelConfig& config);
+StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source, const ModelConfig& config,
+                                                  const ModelOptions& options);
 
 }  // namespace ferry

@@ -35,8 +35,15 @@ class Model {
   ModelConfig config_;
 };
 
-// Builds the model for source.metadata()'s architecture. The weights stay in the source
-// (zero-copy): `source` must outlive the model.
-StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source);
+struct ModelOptions {
+  // Repack q4_0/q8_0 matrices once at load into the kernels' interleaved layout (faster,
+  // one copy of those weights in memory). false: compute them in place from the file.
+  // Types that only have a packed kernel (Ferry's int4) are always packed.
+  bool repack_weights = true;
+};
+
+// Builds the model for source.metadata()'s architecture. Weights not repacked stay in the
+// source (zero-copy): `source` must outlive the model.
+StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source, const ModelOptions& options = {});
 
 }  // namespace ferry

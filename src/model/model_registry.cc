@@ -7,7 +7,8 @@
 namespace ferry {
 namespace {
 
-using Factory = StatusOr<std::unique_ptr<Model>> (*)(const formats::WeightSource&, const ModelConfig&);
+using Factory = StatusOr<std::unique_ptr<Model>> (*)(const formats::WeightSource&, const ModelConfig&,
+                                                     const ModelOptions&);
 struct Entry {
   std::string_view arch;
   Factory create;
@@ -20,10 +21,10 @@ constexpr Entry kArchitectures[] = {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source) {
+StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source, const ModelOptions& options) {
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromMetadata(source.metadata()));
   for (const Entry& e : kArchitectures)
-    if (e.arch == config.arch) return e.create(source, config);
+    if (e.arch == config.arch) return e.create(source, config, options);
   return UnsupportedError("'{}': architecture '{}' is not supported", source.path(), config.arch);
 }
 

@@ -31,6 +31,7 @@ int32_t FileType(DType t) {
     case DType::kQ5_0: return 8;
     case DType::kQ5_1: return 9;
     case DType::kBF16: return 32;
+    case DType::kI4G128: return 1001;  // Ferry's own (docs/formats.md); llama.cpp has no such type
     default: return 0;
   }
 }
@@ -119,7 +120,8 @@ struct PlannedTensor {
 const std::vector<ModelPreset>& ModelPresets() { return kPresets; }
 
 std::vector<DType> SyntheticModelTypes() {
-  return {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
+  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+          DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G128};
 }
 
 Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
@@ -131,7 +133,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   }
   auto types = SyntheticModelTypes();
   if (std::find(types.begin(), types.end(), options.type) == types.end() || !kernels::CanQuantize(options.type))
-    return InvalidArgumentError("make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)",
+    return InvalidArgumentError("make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128)",
                                 DTypeName(options.type));
   const ModelPreset& p = *it;
   const int64_t head_dim = p.dim / p.n_heads;
@@ -178,7 +180,13 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   if (!p.tied_embeddings) plan.push_back({"output.weight", {p.n_vocab, p.dim}, K::kMatrix});
 
   int64_t total_elems = 0;
-  for (const auto& t : plan) total_elems += t.shape.size() == 2 ? t.shape[0] * t.shape[1] : t.shape[0];
+  for (const auto& t : plan) {
+    total_elems += t.shape.size() == 2 ? t.shape[0] * t.shape[1] : t.shape[0];
+    // int4_g128 needs rows of whole 128-element groups (e.g. tinyllama-1.1b, not smollm-135m).
+    if (t.kind == K::kMatrix && t.shape.back() % Traits(options.type).block_size != 0)
+      return InvalidArgumentError("preset '{}' has rows of {} elements, not a multiple of {}'s block of {}", p.name,
+                                  t.shape.back(), DTypeName(options.type), Traits(options.type).block_size);
+  }
   ProgressBar progress("making " + p.name, total_elems, options.show_progress);
   ThreadPool pool(options.threads);
   std::vector<std::vector<uint8_t>> storage(plan.size());

@@ -47,6 +47,7 @@ class CliTest : public ::testing::Test {
     Result r = Ferry("make-model --preset tiny --type q8_0 -o " + *model_);
     ASSERT_EQ(r.code, 0) << r.err;
   }
+  void SetUp() override { ASSERT_TRUE(std::filesystem::exists(*model_)) << "make-model failed in SetUpTestSuite"; }
   static void TearDownTestSuite() { delete model_; }
   static std::string* model_;
 };

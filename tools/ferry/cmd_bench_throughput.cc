@@ -1,11 +1,225 @@
-// `ferry bench throughput`: placeholder until the serving engine lands (owned by the engine issue).
+// `ferry bench throughput`: offline serving throughput. Submits a synthetic workload (lengths
+// drawn uniformly from ranges with a seed, optionally a shared prompt prefix) to the engine
+// all at once and reports token throughput, latency percentiles, preemptions, prefix-cache
+// hit rate and KV waste, as text or one JSON object.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "base/timer.h"
 #include "commands.h"
+#include "engine/engine.h"
+#include "engine/loaded_model.h"
 
 namespace ferry::cli {
+namespace {
+
+struct Range {
+  int32_t lo = 0, hi = 0;
+};
+
+StatusOr<Range> ParseRange(const std::string& s, const char* flag) {
+  Range r;
+  size_t colon = s.find(':');
+  try {
+    r.lo = std::stoi(s.substr(0, colon));
+    r.hi = colon == std::string::npos ? r.lo : std::stoi(s.substr(colon + 1));
+  } catch (...) {
+    return InvalidArgumentError("{} '{}': expected MIN:MAX (e.g. 32:512)", flag, s);
+  }
+  if (r.lo <= 0 || r.hi < r.lo) return InvalidArgumentError("{} '{}': need 0 < MIN <= MAX", flag, s);
+  return r;
+}
+
+// "2G", "512M", "1073741824" (bytes) or a fraction in (0, 1] of the available memory.
+StatusOr<size_t> ParseMemory(const std::string& s) {
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    return InvalidArgumentError("--kv-cache-memory '{}': expected bytes (2G, 512M) or a fraction of free RAM", s);
+  }
+  std::string suffix = s.substr(used);
+  if (suffix.empty() && v > 0 && v <= 1.0) {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    size_t kb = 0;
+    while (in >> key >> kb) {
+      if (key == "MemAvailable:") return static_cast<size_t>(v * static_cast<double>(kb) * 1024.0);
+      in.ignore(256, '\n');
+    }
+    return InvalidArgumentError("--kv-cache-memory {}: cannot read MemAvailable from /proc/meminfo; give bytes", s);
+  }
+  double mul = 1;
+  if (suffix == "K" || suffix == "k") mul = 1024.0;
+  else if (suffix == "M" || suffix == "m") mul = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mul = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return InvalidArgumentError("--kv-cache-memory '{}': unknown suffix '{}'", s, suffix);
+  if (v <= 0) return InvalidArgumentError("--kv-cache-memory must be positive");
+  return static_cast<size_t>(v * mul);
+}
+
+struct Opts {
+  ModelFlags model;
+  int32_t num_prompts = 64;
+  std::string input_len = "32:512", output_len = "16:256";
+  double prefix_share = 0;
+  int32_t n = 1;
+  uint64_t seed = 0;
+  std::string policy = "continuous";
+  int32_t max_batch_tokens = 512;
+  int32_t max_num_seqs = 32;
+  std::string kv_memory = "2G";
+  int32_t block_size = 16;
+  bool no_prefix_caching = false;
+  float temperature = 0;
+  bool json = false;
+};
+
+int RunBench(const Opts& o) {
+  auto in_range = ParseRange(o.input_len, "--input-len");
+  if (!in_range.ok()) return Fail(in_range.status());
+  auto out_range = ParseRange(o.output_len, "--output-len");
+  if (!out_range.ok()) return Fail(out_range.status());
+  auto kv_bytes = ParseMemory(o.kv_memory);
+  if (!kv_bytes.ok()) return Fail(kv_bytes.status());
+  if (o.policy != "continuous" && o.policy != "static")
+    return Fail(InvalidArgumentError("--policy '{}': expected continuous or static", o.policy));
+  if (o.prefix_share < 0 || o.prefix_share > 1) return Fail(InvalidArgumentError("--prefix-share must be in [0, 1]"));
+
+  auto lm = LoadModel(o.model.model, LoadOptions{o.model.tokenizer});
+  if (!lm.ok()) return Fail(lm.status());
+  const int32_t n_vocab = lm->config().n_vocab;
+
+  EngineConfig ec;
+  ec.block_size = o.block_size;
+  ec.kv_cache_bytes = *kv_bytes;
+  ec.prefix_caching = !o.no_prefix_caching;
+  ec.threads = o.model.threads;
+  ec.scheduler.max_batch_tokens = o.max_batch_tokens;
+  ec.scheduler.max_num_seqs = o.max_num_seqs;
+  ec.scheduler.policy = o.policy == "static" ? BatchPolicy::kStatic : BatchPolicy::kContinuous;
+
+  // Workload: lengths uniform in the ranges; the first prefix_share of each prompt is common.
+  std::mt19937_64 rng(o.seed);
+  auto uniform = [&](int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); };
+  std::vector<int32_t> common(static_cast<size_t>(in_range->hi));
+  for (int32_t& t : common) t = uniform(3, n_vocab - 1);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> options;
+  for (int32_t i = 0; i < o.num_prompts; ++i) {
+    const int32_t len = uniform(in_range->lo, in_range->hi);
+    const int32_t shared = static_cast<int32_t>(o.prefix_share * len);
+    std::vector<int32_t> p(common.begin(), common.begin() + shared);
+    while (static_cast<int32_t>(p.size()) < len) p.push_back(uniform(3, n_vocab - 1));
+    prompts.push_back(std::move(p));
+    RequestOptions ro;
+    ro.max_tokens = uniform(out_range->lo, out_range->hi);
+    ro.ignore_eos = true;
+    ro.n = o.n;
+    ro.sampling.temperature = o.temperature;
+    ro.sampling.seed = o.seed + static_cast<uint64_t>(i) * 1000;
+    options.push_back(ro);
+  }
+
+  std::mutex mu;
+  std::vector<RequestMetrics> done;
+  auto engine = Engine::Create(*lm->model, &*lm->tokenizer, ec, [&](const RequestOutput& out) {
+    if (!out.finished) return;
+    std::lock_guard<std::mutex> l(mu);
+    done.push_back(out.metrics);
+  });
+  if (!engine.ok()) return Fail(engine.status());
+  Timer timer;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = (*engine)->AddRequest(prompts[i], options[i]);
+    if (!id.ok()) return Fail(id.status());
+  }
+  (*engine)->WaitIdle();
+  const double elapsed = timer.Seconds();
+  if (Status st = (*engine)->LoopStatus(); !st.ok()) return Fail(st);
+  const EngineStats stats = (*engine)->Stats();
+
+  int64_t in_tokens = 0, out_tokens = 0, decode_tokens = 0;
+  double first_token = 1e300, last_token = 0;
+  std::vector<double> ttft, tpot, itl, e2e, queue;
+  for (const RequestMetrics& m : done) {
+    out_tokens += m.output_tokens;
+    if (m.output_tokens > 1) {
+      decode_tokens += m.output_tokens - 1;
+      first_token = std::min(first_token, m.arrival_s + m.ttft_s);
+      last_token = std::max(last_token, m.arrival_s + m.e2e_s);
+      tpot.push_back(m.tpot_s * 1e3);
+    }
+    ttft.push_back(m.ttft_s * 1e3);
+    e2e.push_back(m.e2e_s * 1e3);
+    queue.push_back(m.queue_s * 1e3);
+    for (double x : m.itl_s) itl.push_back(x * 1e3);
+  }
+  for (const auto& p : prompts) in_tokens += static_cast<int64_t>(p.size());
+
+  nlohmann::ordered_json j;
+  j["policy"] = o.policy;
+  j["num_prompts"] = o.num_prompts;
+  j["n"] = o.n;
+  j["elapsed_s"] = elapsed;
+  j["input_tokens"] = in_tokens;
+  j["output_tokens"] = out_tokens;
+  j["output_tokens_per_s"] = out_tokens / elapsed;
+  j["total_tokens_per_s"] = (in_tokens + out_tokens) / elapsed;
+  j["decode_tokens_per_s"] = last_token > first_token ? decode_tokens / (last_token - first_token) : 0.0;
+  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
+                         {"itl", &itl}, {"e2e", &e2e}, {"queue", &queue}})
+    for (double p : {50.0, 90.0, 99.0})
+      j[fmt::format("{}_p{}_ms", name, static_cast<int>(p))] = Percentile(*v, p);
+  j["prefill_tokens_computed"] = stats.prefill_tokens_computed;
+  j["decode_tokens_computed"] = stats.decode_tokens_computed;
+  j["preemptions"] = stats.preemptions;
+  j["prefix_cache_hit_rate"] = stats.PrefixHitRate();
+  j["kv_waste"] = stats.KvWaste();
+  j["steps"] = stats.steps;
+  j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
+                                                                             lm->config().n_kv_heads,
+                                                                             lm->config().head_dim));
+  j["block_size"] = o.block_size;
+  j["max_batch_tokens"] = o.max_batch_tokens;
+  j["max_num_seqs"] = o.max_num_seqs;
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    for (const auto& [k, v] : j.items()) std::printf("%-26s %s\n", k.c_str(), v.dump().c_str());
+  }
+  return 0;
+}
+
+}  // namespace
 
 Runner AddBenchThroughputCommand(CLI::App& bench) {
-  bench.add_subcommand("throughput", "offline serving throughput (not implemented yet)");
-  return []() -> int { return Fail(UnsupportedError("ferry bench throughput is not implemented yet")); };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand("throughput", "offline serving throughput of the batching engine");
+  o->model.Add(cmd);
+  cmd->add_option("--num-prompts", o->num_prompts, "requests, all submitted at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--input-len", o->input_len, "prompt length range MIN:MAX (uniform)")->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "output length range MIN:MAX (uniform)")->capture_default_str();
+  cmd->add_option("--prefix-share", o->prefix_share, "fraction of each prompt shared by all prompts")->capture_default_str();
+  cmd->add_option("--n", o->n, "parallel samples per request (forks sharing the prompt)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "workload and sampling seed")->capture_default_str();
+  cmd->add_option("--policy", o->policy, "continuous | static batching")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per step (decodes + prefill chunks)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", o->kv_memory, "KV cache size: bytes (2G, 512M) or fraction of free RAM")->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "tokens per KV block")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "disable automatic prefix caching");
+  cmd->add_option("--temp", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  return [o]() -> int { return RunBench(*o); };
 }
 
 }  // namespace ferry::cli

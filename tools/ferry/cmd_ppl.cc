@@ -31,7 +31,7 @@ Runner AddPplCommand(CLI::App& app) {
     if (!in) return Fail(IoError("cannot open text file '{}'", o->file));
     std::stringstream ss;
     ss << in.rdbuf();
-    auto lm = LoadModel(o->model.model, LoadOptions{o->model.tokenizer});
+    auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     ThreadPool pool(o->model.threads);
     Timer timer;

@@ -40,8 +40,7 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_flag("--no-parse-special", o->no_special, "treat special-token text in the prompt as plain text");
 
   return [o]() -> int {
-    LoadOptions lopts{o->model.tokenizer};
-    auto lm = LoadModel(o->model.model, lopts);
+    auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     ThreadPool pool(o->model.threads);
     std::vector<int32_t> prompt = lm->tokenizer->Encode(o->prompt, true, !o->no_special);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "engine/loaded_model.h"
 
 namespace ferry::cli {
 
@@ -15,6 +16,7 @@ using Runner = std::function<int()>;
 Runner AddRunCommand(CLI::App& app);
 Runner AddPplCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
+Runner AddTemplateCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddMakeModelCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
@@ -31,7 +33,9 @@ struct ModelFlags {
   std::string model;
   std::string tokenizer;
   int threads = 0;
+  bool no_repack = false;
   void Add(CLI::App* cmd, bool with_threads = true);
+  LoadOptions ToLoadOptions() const { return LoadOptions{tokenizer, !no_repack}; }
 };
 
 }  // namespace ferry::cli

@@ -16,7 +16,10 @@ int Fail(const Status& status) {
 void ModelFlags::Add(CLI::App* cmd, bool with_threads) {
   cmd->add_option("-m,--model", model, "model: GGUF file, Hugging Face folder or llama2.c .bin")->required();
   cmd->add_option("--tokenizer", tokenizer, "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
-  if (with_threads) cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  if (with_threads) {
+    cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--no-repack", no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+  }
 }
 
 }  // namespace ferry::cli
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
   add(&AddRunCommand);
   add(&AddPplCommand);
   add(&AddTokenizeCommand);
+  add(&AddTemplateCommand);
   add(&AddInfoCommand);
   add(&AddMakeModelCommand);
   add(&AddBenchCommand);

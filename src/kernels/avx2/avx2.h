@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/packed_layout.h"
+
 namespace ferry::kernels::avx2 {
 
 // Activation quantizers: bit-identical to their ref:: twins.
@@ -25,6 +27,12 @@ float DotQ8_0(const void* w, const void* x, int64_t n);
 float DotQ4_K(const void* w, const void* x, int64_t n);
 float DotQ5_K(const void* w, const void* x, int64_t n);
 float DotQ6_K(const void* w, const void* x, int64_t n);
+
+// Packed MatMul micro-kernel and bandwidth-probe sum, same contracts as ref::.
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
+                float* const* y);
+// x must be 32-byte aligned.
+double ReadSum(const float* x, int64_t n);
 
 float DotF32Plain(const float* a, const float* b, int64_t n);
 void Axpy(float a, const float* x, float* y, int64_t n);

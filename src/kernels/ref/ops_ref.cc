@@ -98,4 +98,10 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
   }
 }
 
+double ReadSum(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
 }  // namespace ferry::kernels::ref

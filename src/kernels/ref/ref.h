@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_layout.h"
 
 namespace ferry::kernels::ref {
 
@@ -18,6 +19,10 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n);  // src: [n]
 // q4_K / q6_K reference quantization (quantize_row_q4_K_ref / quantize_row_q6_K_ref).
 void QuantizeRowQ4_K(const float* x, void* dst, int64_t n);  // dst: [n/256] block_q4_K
 void QuantizeRowQ6_K(const float* x, void* dst, int64_t n);  // dst: [n/256] block_q6_K
+
+// Ferry int4 rows (packed_layout.h), group 32/64/128: round-to-nearest asymmetric.
+void QuantizeRowInt4(const float* x, void* dst, int64_t n, int64_t group);   // dst: [n/G] groups
+void DequantizeRowInt4(const void* src, float* y, int64_t n, int64_t group);  // y: [n]
 
 // ---- Activation quantization for MatMul ------------------------------------------------
 // llama.cpp's x86 (AVX/AVX2) quantize_row_q8_0 / q8_1 semantics, which differ from the file
@@ -43,6 +48,12 @@ float DotQ3_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ4_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ5_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ6_K(const void* w, const void* x, int64_t n);  // x: q8_K
+
+// Packed MatMul micro-kernel (packed_layout.h PackedTileFn): the scalar truth.
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
+                float* const* y);
+// Sum of floats (bandwidth probe), any order.
+double ReadSum(const float* x, int64_t n);
 
 // ---- Vector helpers (attention inner loops) ---------------------------------------------
 float DotF32Plain(const float* a, const float* b, int64_t n);  // float accumulation, in order

@@ -1,0 +1,120 @@
+#include "engine/engine.h"
+
+#include <utility>
+
+#include "base/log.h"
+
+namespace ferry {
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config,
+                                                 OutputCallback on_output) {
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, tokenizer, config));
+  std::unique_ptr<Engine> e(new Engine());
+  e->core_ = std::move(core);
+  e->tok_ = tokenizer;
+  e->on_output_ = std::move(on_output);
+  e->loop_ = std::thread([p = e.get()] { p->Loop(); });
+  return e;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+StatusOr<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, const RequestOptions& options) {
+  FERRY_RETURN_IF_ERROR(core_->Validate(prompt, options));  // immutable config: no lock needed
+  Command c;
+  c.prompt = std::move(prompt);
+  c.options = options;
+  c.arrival = core_->Now();
+  RequestId id;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!loop_status_.ok()) return loop_status_;
+    id = c.id = next_id_++;
+    ++unfinished_;
+    inbox_.push_back(std::move(c));
+  }
+  wake_.notify_one();
+  return id;
+}
+
+StatusOr<RequestId> Engine::AddRequest(const std::string& prompt, const RequestOptions& options) {
+  if (!tok_) return InvalidArgumentError("text prompts need a tokenizer; pass token ids");
+  return AddRequest(tok_->Encode(prompt, true, true), options);
+}
+
+void Engine::Abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Command c;
+    c.abort = true;
+    c.id = id;
+    inbox_.push_back(std::move(c));
+  }
+  wake_.notify_one();
+}
+
+void Engine::WaitIdle() {
+  std::unique_lock<std::mutex> l(mu_);
+  idle_.wait(l, [&] { return unfinished_ == 0 || !loop_status_.ok(); });
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+Status Engine::LoopStatus() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return loop_status_;
+}
+
+void Engine::Loop() {
+  for (;;) {
+    std::vector<Command> commands;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      wake_.wait(l, [&] { return stop_ || !inbox_.empty() || has_work_; });
+      if (stop_) return;
+      commands.swap(inbox_);
+    }
+    for (Command& c : commands) {
+      if (c.abort) {
+        core_->Abort(c.id);
+      } else {
+        core_->Add(c.id, std::move(c.prompt), c.options, c.arrival);
+      }
+    }
+    StatusOr<std::vector<RequestOutput>> outputs = core_->Step();
+    int64_t done = 0;
+    if (outputs.ok()) {
+      for (const RequestOutput& o : *outputs) {
+        if (on_output_) on_output_(o);
+        done += o.request_finished ? 1 : 0;
+      }
+    }
+    bool idle = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      unfinished_ -= done;
+      idle = unfinished_ == 0;
+      has_work_ = core_->HasWork();
+      stats_ = core_->Stats();
+      if (!outputs.ok()) {
+        Log(LogLevel::kError, "engine step failed: {}", outputs.status().ToString());
+        loop_status_ = outputs.status();
+        has_work_ = false;
+      }
+    }
+    if (!outputs.ok() || idle) idle_.notify_all();
+    if (!outputs.ok()) return;
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,86 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+namespace ferry {
+
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tokenizer* tokenizer,
+                                                         const EngineConfig& config) {
+  const ModelConfig& mc = model.config();
+  if (config.block_size <= 0) return InvalidArgumentError("the KV block size must be positive");
+  if (config.scheduler.max_batch_tokens <= 0) return InvalidArgumentError("--max-batch-tokens must be positive");
+  if (config.scheduler.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
+  int64_t num_blocks = config.num_blocks;
+  if (num_blocks <= 0)
+    num_blocks = static_cast<int64_t>(config.kv_cache_bytes /
+                                      PagedKvCache::BlockBytes(mc.n_layers, config.block_size, mc.n_kv_heads, mc.head_dim));
+  if (num_blocks <= 0)
+    return InvalidArgumentError("the KV cache memory ({} bytes) holds no {}-token block; raise --kv-cache-memory",
+                                config.kv_cache_bytes, config.block_size);
+  if (num_blocks > (int64_t{1} << 30)) return InvalidArgumentError("too many KV blocks ({})", num_blocks);
+
+  std::unique_ptr<EngineCore> e(new EngineCore());
+  e->model_ = &model;
+  e->tok_ = tokenizer;
+  SchedulerConfig sc = config.scheduler;
+  if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
+  FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
+                         PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size,
+                                              mc.n_kv_heads, mc.head_dim, sc.max_num_seqs, sc.max_seq_len));
+  e->cache_ = std::make_unique<PagedKvCache>(std::move(cache));
+  e->pool_ = std::make_unique<ThreadPool>(config.threads);
+  e->kv_ = std::make_unique<kv::KvCacheManager>(
+      kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, config.prefix_caching});
+  std::function<bool(int32_t)> is_eog;
+  if (tokenizer) is_eog = [tokenizer](int32_t id) { return tokenizer->IsEog(id); };
+  EngineCore* self = e.get();
+  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->kv_, std::move(is_eog), [self] { return self->Now(); });
+  e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get());
+  e->output_ = std::make_unique<OutputProcessor>(tokenizer);
+  return e;
+}
+
+Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOptions& options) const {
+  const int32_t n_vocab = model_->config().n_vocab;
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab) return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
+  if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
+  return scheduler_->Validate(static_cast<int32_t>(prompt.size()), options);
+}
+
+void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOptions& options, double arrival) {
+  const int32_t n_vocab = model_->config().n_vocab;
+  auto req = std::make_unique<Request>(id, 0, std::move(prompt), options, Sampler(options.sampling, n_vocab));
+  // Branch b samples with seed + b (a fixed seed), like an independent request with that seed.
+  for (int32_t b = 1; b < options.n; ++b) {
+    SamplingParams p = options.sampling;
+    if (p.seed != SamplingParams{}.seed) p.seed += static_cast<uint64_t>(b);
+    req->fork_samplers.emplace_back(p, n_vocab);
+  }
+  req->times.arrival = arrival;
+  scheduler_->Add(std::move(req));
+}
+
+void EngineCore::Abort(RequestId id) { scheduler_->Abort(id); }
+
+StatusOr<std::vector<RequestOutput>> EngineCore::Step() {
+  std::vector<RequestOutput> outputs;
+  SchedulerOutput sched = scheduler_->Schedule();
+  if (!sched.empty()) {
+    FERRY_ASSIGN_OR_RETURN(RunnerOutput result, runner_->Execute(sched));
+    std::vector<SeqEvent> events = scheduler_->Update(sched, result);
+    output_->Process(events, *scheduler_, outputs);
+  }
+  output_->Finalize(scheduler_->TakeFinished(), *scheduler_, outputs);
+  return outputs;
+}
+
+EngineStats EngineCore::Stats() const {
+  EngineStats s = scheduler_->stats();
+  s.running = scheduler_->num_running();
+  s.waiting = scheduler_->num_waiting();
+  s.kv_usage = kv_->Usage();
+  return s;
+}
+
+}  // namespace ferry

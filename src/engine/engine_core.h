@@ -1,0 +1,70 @@
+// EngineCore: the serving engine's state and its step, single-threaded:
+// Schedule() -> ModelRunner::Execute() -> Scheduler::Update() -> OutputProcessor.
+// Engine (engine.h) runs it on a loop thread; tests and benchmarks may drive it directly.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "base/timer.h"
+#include "core/thread_pool.h"
+#include "engine/engine_metrics.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache_manager.h"
+#include "model/model.h"
+#include "model/paged_kv_cache.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ferry {
+
+struct EngineConfig {
+  int32_t block_size = 16;            // tokens per KV block
+  int32_t num_blocks = 0;             // 0: as many as kv_cache_bytes holds
+  size_t kv_cache_bytes = size_t{1} << 30;
+  bool prefix_caching = true;
+  SchedulerConfig scheduler;          // scheduler.max_seq_len 0: the model's training context
+  int32_t threads = 0;                // 0: physical cores
+};
+
+class EngineCore {
+ public:
+  // `model` and `tokenizer` (may be null: token ids only) must outlive the engine.
+  static StatusOr<std::unique_ptr<EngineCore>> Create(Model& model, const Tokenizer* tokenizer,
+                                                      const EngineConfig& config);
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  // Checks that a request can ever run (any thread: reads only immutable configuration).
+  Status Validate(const std::vector<int32_t>& prompt, const RequestOptions& options) const;
+  // Queues a validated request; arrival is on Now()'s clock.
+  void Add(RequestId id, std::vector<int32_t> prompt, const RequestOptions& options, double arrival);
+  void Abort(RequestId id);
+  // One iteration; returns the outputs it produced (also those of aborted requests).
+  StatusOr<std::vector<RequestOutput>> Step();
+
+  bool HasWork() const { return scheduler_->HasWork(); }
+  EngineStats Stats() const;
+  double Now() const { return clock_.Seconds(); }  // seconds since creation (any thread)
+  int32_t num_blocks() const { return kv_->num_blocks(); }
+  const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
+  const kv::KvCacheManager& kv_manager() const { return *kv_; }
+
+ private:
+  EngineCore() = default;
+
+  Model* model_ = nullptr;
+  const Tokenizer* tok_ = nullptr;
+  Timer clock_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<PagedKvCache> cache_;
+  std::unique_ptr<kv::KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;  // after kv_: its requests' leases return blocks to kv_
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<OutputProcessor> output_;
+};
+
+}  // namespace ferry

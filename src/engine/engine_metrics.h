@@ -1,0 +1,51 @@
+// Serving metrics: per-request latencies (queue time, TTFT, TPOT, inter-token latency,
+// end-to-end) and engine-wide counters, plus percentile helpers for reports.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace ferry {
+
+struct RequestMetrics {
+  int32_t prompt_tokens = 0;
+  int32_t output_tokens = 0;
+  int32_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  int32_t preemptions = 0;
+  double arrival_s = 0;  // on the engine clock
+  double queue_s = 0;    // arrival -> first scheduled
+  double ttft_s = 0;   // arrival -> first token
+  double tpot_s = 0;   // mean time per output token after the first
+  // Defined as ttft_s + tpot_s * (output_tokens - 1), which is arrival -> last token.
+  double e2e_s = 0;
+  std::vector<double> itl_s;  // [output_tokens - 1] gaps between consecutive tokens
+};
+
+RequestMetrics ComputeRequestMetrics(const Request& r);
+
+// Engine-wide counters since start.
+struct EngineStats {
+  int32_t running = 0, waiting = 0;
+  double kv_usage = 0;                 // fraction of blocks referenced now
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
+  int64_t prefill_tokens_computed = 0; // tokens computed other than single-token decodes
+  int64_t decode_tokens_computed = 0;
+  int64_t output_tokens = 0;           // tokens emitted
+  int64_t prefix_query_tokens = 0;     // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;       // ... of which were found
+  int64_t preemptions = 0;
+  int64_t finished = 0, aborted = 0;
+  double kv_waste_sum = 0;             // sum over steps of unused/allocated slots
+  double PrefixHitRate() const {
+    return prefix_query_tokens ? static_cast<double>(prefix_hit_tokens) / prefix_query_tokens : 0.0;
+  }
+  double KvWaste() const { return steps ? kv_waste_sum / steps : 0.0; }
+};
+
+// Percentile p in [0, 100] by linear interpolation; 0 for an empty set.
+double Percentile(std::vector<double> values, double p);
+
+}  // namespace ferry

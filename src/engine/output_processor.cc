@@ -1,0 +1,73 @@
+#include "engine/output_processor.h"
+
+namespace ferry {
+
+OutputProcessor::TextState& OutputProcessor::State(const Request* r) {
+  auto& s = states_[r];
+  if (!s) {
+    s = std::unique_ptr<TextState>(new TextState{IncrementalDetokenizer(*tok_), StopMatcher(r->options.stop)});
+  }
+  return *s;
+}
+
+void OutputProcessor::Process(const std::vector<SeqEvent>& events, Scheduler& scheduler,
+                              std::vector<RequestOutput>& outputs) {
+  for (const SeqEvent& e : events) {
+    if (e.token < 0) continue;  // finished without a token (end of generation)
+    RequestOutput o;
+    o.id = e.req->id;
+    o.branch = e.req->branch;
+    o.token_ids.push_back(e.token);
+    if (tok_) {
+      TextState& s = State(e.req);
+      o.text = s.stops.Push(s.detok.Push(e.token));
+      if (s.stops.stopped()) scheduler.Finish(e.req, RequestStatus::kFinishedStop);
+      s.output_index = outputs.size();
+    }
+    outputs.push_back(std::move(o));
+  }
+}
+
+void OutputProcessor::Finalize(std::vector<std::unique_ptr<Request>> finished, const Scheduler& scheduler,
+                               std::vector<RequestOutput>& outputs) {
+  for (std::unique_ptr<Request>& r : finished) {
+    RequestOutput* o = nullptr;
+    std::string rest;
+    auto it = states_.find(r.get());
+    if (it != states_.end()) {
+      TextState& s = *it->second;
+      if (!s.stops.stopped()) {
+        rest = s.stops.Push(s.detok.Flush());
+        rest += s.stops.Flush();
+      }
+      if (s.output_index != SIZE_MAX) o = &outputs[s.output_index];
+      states_.erase(it);
+    }
+    if (!o) {
+      // Find this step's output of the branch when there was no text state (no tokenizer).
+      for (size_t i = outputs.size(); i-- > 0;)
+        if (outputs[i].id == r->id && outputs[i].branch == r->branch && !outputs[i].finished) {
+          o = &outputs[i];
+          break;
+        }
+    }
+    if (!o || o->finished) {
+      outputs.emplace_back();
+      o = &outputs.back();
+      o->id = r->id;
+      o->branch = r->branch;
+    }
+    o->text += rest;
+    o->finished = true;
+    // Reported once per request: by its last finished branch (several may end in one step).
+    bool later_branch = false;
+    for (size_t k = static_cast<size_t>(&r - finished.data()) + 1; k < finished.size(); ++k)
+      later_branch |= finished[k]->id == r->id;
+    o->request_finished = !later_branch && scheduler.LiveBranches(r->id) == 0;
+    o->finish_reason = FinishReason(r->status);
+    o->metrics = ComputeRequestMetrics(*r);
+  }
+  for (auto& [req, s] : states_) s->output_index = SIZE_MAX;
+}
+
+}  // namespace ferry

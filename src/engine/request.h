@@ -1,0 +1,70 @@
+// Request: one sequence of the serving engine and its state machine
+// (waiting -> running -> finished, running -> waiting again when preempted), with its own
+// sampler, KV lease and timestamps. A request with n > 1 forks into n branches that share
+// the prompt's KV blocks; each branch is a Request with the same id and its own branch index.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sampling/sampler.h"
+
+namespace ferry {
+
+using RequestId = int64_t;
+
+struct RequestOptions {
+  SamplingParams sampling;
+  int32_t max_tokens = 16;        // new tokens per branch
+  std::vector<std::string> stop;  // stop strings (never emitted)
+  bool ignore_eos = false;
+  // Parallel sampling: n branches sharing the prompt's blocks. Branch i samples with seed
+  // sampling.seed + i (a fixed seed), so it equals an independent request with that seed.
+  int32_t n = 1;
+};
+
+enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };
+
+inline bool IsFinished(RequestStatus s) { return s >= RequestStatus::kFinishedStop; }
+const char* FinishReason(RequestStatus s);  // "stop", "length", "abort" or ""
+
+// Seconds on the engine's clock (0 = engine start).
+struct RequestTimes {
+  double arrival = 0;
+  double first_scheduled = -1;
+  double first_token = -1;
+  double last_token = -1;
+  std::vector<double> inter_token;  // gaps between consecutive emitted tokens
+};
+
+struct Request {
+  Request(RequestId id_, int32_t branch_, std::vector<int32_t> prompt, RequestOptions opts, Sampler s)
+      : id(id_), branch(branch_), tokens(std::move(prompt)), options(std::move(opts)), sampler(std::move(s)) {
+    num_prompt_tokens = static_cast<int32_t>(tokens.size());
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to compute before the next sample (prefill, a chunk of it, or one decode).
+  int32_t num_pending() const { return num_tokens() - num_computed; }
+
+  RequestId id;
+  int32_t branch = 0;
+  std::vector<int32_t> tokens;  // [num_tokens] prompt, then generated
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  RequestStatus status = RequestStatus::kWaiting;
+  RequestOptions options;
+  Sampler sampler;
+  std::vector<Sampler> fork_samplers;  // branches 1..n-1 until the fork at the first sample
+  kv::KvSequence kv;                   // block lease: returned on preemption/finish/destruction
+  RequestTimes times;
+  int32_t num_cached_prompt_tokens = -1;  // prefix-cache hit at first admission
+  int32_t num_preemptions = 0;
+};
+
+}  // namespace ferry

@@ -1,0 +1,267 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "base/check.h"
+
+namespace ferry {
+
+namespace {
+int32_t Width(const Request& r) { return 1 + static_cast<int32_t>(r.fork_samplers.size()); }
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager& kv, std::function<bool(int32_t)> is_eog,
+                     std::function<double()> now)
+    : config_(config), kv_(kv), is_eog_(std::move(is_eog)), now_(std::move(now)) {}
+
+Status Scheduler::Validate(int32_t prompt_tokens, const RequestOptions& o) const {
+  if (prompt_tokens <= 0) return InvalidArgumentError("the prompt is empty (no tokens)");
+  if (o.max_tokens <= 0) return InvalidArgumentError("max_tokens must be positive, got {}", o.max_tokens);
+  if (o.n < 1 || o.n > config_.max_num_seqs)
+    return InvalidArgumentError("n must be in [1, {}] (the engine's max sequences), got {}", config_.max_num_seqs, o.n);
+  const int64_t total = int64_t{prompt_tokens} + o.max_tokens;
+  if (total > config_.max_seq_len)
+    return OutOfRangeError("the request needs {} positions ({} prompt + {} new tokens) but the context holds {}",
+                           total, prompt_tokens, o.max_tokens, config_.max_seq_len);
+  if (kv_.BlocksFor(total) > kv_.num_blocks())
+    return ResourceExhaustedError(
+        "the request needs {} KV blocks ({} tokens) but the whole KV cache has {}; raise --kv-cache-memory",
+        kv_.BlocksFor(total), total, kv_.num_blocks());
+  if (!config_.chunked_prefill && prompt_tokens > config_.max_batch_tokens)
+    return InvalidArgumentError("the prompt has {} tokens, more than --max-batch-tokens {} without chunked prefill",
+                                prompt_tokens, config_.max_batch_tokens);
+  return Status::Ok();
+}
+
+void Scheduler::Add(std::unique_ptr<Request> req) {
+  Request* r = req.get();
+  r->status = RequestStatus::kWaiting;
+  ++live_[r->id];
+  owned_.emplace(r, std::move(req));
+  waiting_.push_back(r);
+}
+
+int32_t Scheduler::LiveBranches(RequestId id) const {
+  auto it = live_.find(id);
+  return it == live_.end() ? 0 : it->second;
+}
+
+int32_t Scheduler::RunningSeqs() const {
+  int32_t n = 0;
+  for (const Request* r : running_) n += Width(*r);
+  return n;
+}
+
+void Scheduler::Preempt(Request* r) {
+  FERRY_CHECK(!running_.empty() && running_.back() == r);
+  running_.pop_back();
+  kv_.Free(r->kv);
+  r->num_computed = 0;  // recompute prompt + generated tokens when readmitted
+  r->status = RequestStatus::kWaiting;
+  ++r->num_preemptions;
+  ++stats_.preemptions;
+  waiting_.push_front(r);
+}
+
+bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool schedule_now) {
+  kv::PrefixHit hit = kv_.FindCachedPrefix(r->tokens);
+  const int32_t start = hit.num_tokens;
+  const int32_t pending = r->num_tokens() - start;
+  const int32_t n = schedule_now ? std::min(pending, budget) : 0;
+  if (schedule_now && !config_.chunked_prefill && n < pending) return false;
+  auto alloc = kv_.AllocateSlots(r->kv, start + n, &hit);
+  if (!alloc) return false;
+  for (const kv::BlockCopy& c : alloc->copies) out.block_copies.push_back(c);
+  r->num_computed = start;
+  r->status = RequestStatus::kRunning;
+  if (r->times.first_scheduled < 0) r->times.first_scheduled = now_();
+  if (r->num_cached_prompt_tokens < 0) {  // first admission: prefix-cache accounting
+    r->num_cached_prompt_tokens = std::min(start, r->num_prompt_tokens);
+    stats_.prompt_tokens += r->num_prompt_tokens;
+    stats_.prefix_query_tokens += r->num_prompt_tokens;
+    stats_.prefix_hit_tokens += r->num_cached_prompt_tokens;
+  }
+  waiting_.pop_front();
+  running_.push_back(r);
+  if (n > 0) {
+    out.scheduled.push_back({r, n});
+    out.num_tokens += n;
+    budget -= n;
+  }
+  return true;
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int32_t budget = config_.max_batch_tokens;
+  const size_t max_seqs = static_cast<size_t>(config_.max_num_seqs);
+
+  // Static batching: a new batch only once the previous one has completely finished.
+  if (config_.policy == BatchPolicy::kStatic && running_.empty()) {
+    while (!waiting_.empty() && RunningSeqs() + Width(*waiting_.front()) <= config_.max_num_seqs)
+      if (!Admit(waiting_.front(), out, budget, /*schedule_now=*/false)) break;
+  }
+
+  // Running requests first, oldest first: decodes and the next chunk of unfinished prefills.
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size() && budget > 0 && out.scheduled.size() < max_seqs;) {
+    Request* r = running_[i];
+    const int32_t n = std::min(r->num_pending(), budget);
+    if (!config_.chunked_prefill && n < r->num_pending()) {
+      ++i;
+      continue;
+    }
+    std::optional<kv::SlotAllocation> alloc;
+    while (!(alloc = kv_.AllocateSlots(r->kv, r->num_computed + n))) {
+      Request* victim = running_.back();  // most recently admitted
+      Preempt(victim);
+      preempted = true;
+      if (victim == r) break;
+    }
+    if (!alloc) break;  // r itself was preempted: it was the last running request
+    for (const kv::BlockCopy& c : alloc->copies) out.block_copies.push_back(c);
+    out.scheduled.push_back({r, n});
+    out.num_tokens += n;
+    budget -= n;
+    ++i;
+  }
+
+  // Continuous batching: admit waiting requests while budget, sequences and blocks allow.
+  if (config_.policy == BatchPolicy::kContinuous && !preempted) {
+    while (!waiting_.empty() && budget > 0 && out.scheduled.size() < max_seqs &&
+           RunningSeqs() + Width(*waiting_.front()) <= config_.max_num_seqs)
+      if (!Admit(waiting_.front(), out, budget, /*schedule_now=*/true)) break;
+  }
+
+  if (!out.empty()) {
+    ++stats_.steps;
+    stats_.kv_waste_sum += KvWaste();
+    for (const ScheduledRequest& s : out.scheduled) {
+      const Request& r = *s.req;
+      if (s.num_tokens == 1 && r.num_output() > 0 && r.num_computed == r.num_tokens() - 1)
+        ++stats_.decode_tokens_computed;
+      else
+        stats_.prefill_tokens_computed += s.num_tokens;
+    }
+  }
+  return out;
+}
+
+double Scheduler::KvWaste() const {
+  // Distinct physical blocks of running requests and how many of their slots hold a token.
+  const int32_t bs = kv_.block_size();
+  std::unordered_map<kv::BlockId, int32_t> fill;
+  for (const Request* r : running_) {
+    const auto& blocks = r->kv.blocks();
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const int32_t used = std::clamp(r->kv.num_slots() - static_cast<int32_t>(b) * bs, 0, bs);
+      int32_t& f = fill[blocks[b]];
+      f = std::max(f, used);
+    }
+  }
+  if (fill.empty()) return 0.0;
+  int64_t used = 0;
+  for (const auto& [block, f] : fill) used += f;
+  const int64_t allocated = static_cast<int64_t>(fill.size()) * bs;
+  return static_cast<double>(allocated - used) / static_cast<double>(allocated);
+}
+
+std::unique_ptr<Request> Scheduler::Fork(Request& parent, size_t branch) {
+  auto child = std::make_unique<Request>(parent.id, static_cast<int32_t>(branch), parent.tokens, parent.options,
+                                         std::move(parent.fork_samplers[branch - 1]));
+  child->num_prompt_tokens = parent.num_prompt_tokens;
+  child->num_computed = parent.num_computed;
+  child->status = RequestStatus::kRunning;
+  child->kv = kv_.Fork(parent.kv);
+  child->times = parent.times;
+  child->num_cached_prompt_tokens = parent.num_cached_prompt_tokens;
+  return child;
+}
+
+void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events) {
+  if (!r->options.ignore_eos && is_eog_ && is_eog_(token)) {
+    Retire(r, RequestStatus::kFinishedStop);
+    events.push_back({r, -1});
+    return;
+  }
+  r->tokens.push_back(token);
+  RequestTimes& t = r->times;
+  if (t.first_token < 0) {
+    t.first_token = now;
+  } else {
+    t.inter_token.push_back(now - t.last_token);
+  }
+  t.last_token = now;
+  ++stats_.output_tokens;
+  events.push_back({r, token});
+  if (r->num_output() >= r->options.max_tokens || r->num_tokens() >= config_.max_seq_len)
+    Retire(r, RequestStatus::kFinishedLength);
+}
+
+std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const RunnerOutput& result) {
+  FERRY_CHECK(result.sampled.size() == out.scheduled.size());
+  const double now = now_();
+  std::vector<SeqEvent> events;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    Request* r = out.scheduled[i].req;
+    FERRY_CHECK(r->status == RequestStatus::kRunning);
+    r->num_computed += out.scheduled[i].num_tokens;
+    kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
+    const std::vector<int32_t>& sampled = result.sampled[i];
+    if (sampled.empty()) continue;  // a prefill chunk short of the end
+    // Fork before the parent's first token: the branches share everything computed so far.
+    std::vector<Request*> kids;
+    if (!r->fork_samplers.empty()) {
+      FERRY_CHECK(sampled.size() == r->fork_samplers.size() + 1);
+      for (size_t b = 1; b < sampled.size(); ++b) {
+        std::unique_ptr<Request> kid = Fork(*r, b);
+        kids.push_back(kid.get());
+        running_.push_back(kid.get());
+        ++live_[r->id];
+        owned_.emplace(kid.get(), std::move(kid));
+      }
+      r->fork_samplers.clear();
+    }
+    AppendToken(r, sampled[0], now, events);
+    for (size_t b = 0; b < kids.size(); ++b) AppendToken(kids[b], sampled[b + 1], now, events);
+  }
+  return events;
+}
+
+void Scheduler::Retire(Request* r, RequestStatus why) {
+  FERRY_CHECK(!IsFinished(r->status));
+  if (r->status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
+  }
+  r->status = why;
+  r->fork_samplers.clear();  // an unforked parent ends its would-be branches with it
+  kv_.Free(r->kv);
+  ++(why == RequestStatus::kFinishedAbort ? stats_.aborted : stats_.finished);
+  if (--live_[r->id] == 0) live_.erase(r->id);
+  auto it = owned_.find(r);
+  FERRY_CHECK(it != owned_.end());
+  finished_.push_back(std::move(it->second));
+  owned_.erase(it);
+}
+
+void Scheduler::Finish(Request* req, RequestStatus why) {
+  if (!IsFinished(req->status)) Retire(req, why);
+}
+
+void Scheduler::Abort(RequestId id) {
+  std::vector<Request*> victims;
+  for (const auto& [ptr, req] : owned_)
+    if (req->id == id) victims.push_back(req.get());
+  for (Request* r : victims) Retire(r, RequestStatus::kFinishedAbort);
+}
+
+std::vector<std::unique_ptr<Request>> Scheduler::TakeFinished() {
+  std::vector<std::unique_ptr<Request>> out;
+  out.swap(finished_);
+  return out;
+}
+
+}  // namespace ferry

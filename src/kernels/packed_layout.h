@@ -1,0 +1,97 @@
+// Interleaved ("packed") weight layouts for the streaming MatMul, and Ferry's int4 row format.
+// Weights are repacked once at load so that one 32-byte load feeds 8 output rows at a time:
+// each 32-bit lane of a register holds 4 consecutive quants of one row, so a broadcast of 4
+// activation bytes and one maddubs compute 8 rows' partial dot products, and one FMA per
+// (8 rows x 32-element block) applies the scales. docs/formats.md draws the layouts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/quant_blocks.h"
+
+namespace ferry::kernels::internal {
+
+// Rows interleaved per group (one int32 lane each in a 256-bit register).
+inline constexpr int64_t kPackRows = 8;
+
+// Ferry int4 row format (the stored, unpacked form; DType::kI4G128 is group 128): per group of
+// G elements along the input dimension, value = (q - z) * d with q, z in [0, 15]:
+//   fp16 d | u8 z | u8 reserved (0) | qs[G/2]
+// where within each 32-element sub-block k: qs[16k + i] = q[32k + i] | q[32k + 16 + i] << 4
+// (the q4_0 nibble order per sub-block).
+inline constexpr size_t Int4GroupBytes(int64_t group) { return 4 + static_cast<size_t>(group) / 2; }
+inline constexpr int64_t kInt4Group = 128;  // the group of DType::kI4G128
+static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc table)");
+
+// Packed layout of one group of 8 rows, [n_in] each, nb = n_in / 32 blocks, ng = n_in / G:
+//   q4_0:  qs [nb][4][32] u8 | d [nb][8] fp16                         = nb * 144 bytes
+//   int4:  qs [nb][4][32] u8 | d [ng][8] fp16 | z [ng][8] u8           = nb * 128 + ng * 24
+//   q8_0:  qs [nb][8][32] i8 | d [nb][8] fp16                         = nb * 272 bytes
+// 4-bit: byte 4r + k of load j (j < 4) of block b = row r's original qs[4j + k] of that block,
+// i.e. low nibble = element 4j + k, high nibble = element 16 + 4j + k. So `x & 0x0F` gives
+// elements 4j..4j+3 of all 8 rows and `(x >> 4) & 0x0F` elements 16+4j..16+4j+3.
+// 8-bit: bytes 4r..4r+3 of load s (s < 8) = row r's elements 4s..4s+3.
+// Rows past n_out in the last group are zero (their outputs are dropped).
+struct PackedShape {
+  DType type;
+  int64_t n_out, n_in;
+  int64_t group;  // int4 group size (32, 64, 128); 32 for q4_0/q8_0
+  int64_t nb() const { return n_in / 32; }
+  int64_t ng() const { return n_in / group; }
+  int64_t n_groups() const { return (n_out + kPackRows - 1) / kPackRows; }
+  bool is_int4() const { return type == DType::kI4G128; }
+  size_t QsBytes() const { return static_cast<size_t>(nb()) * (type == DType::kQ8_0 ? 256 : 128); }
+  size_t ScaleBytes() const {
+    return is_int4() ? static_cast<size_t>(ng()) * 24 : static_cast<size_t>(nb()) * 16;
+  }
+  size_t RowGroupBytes() const { return QsBytes() + ScaleBytes(); }
+  size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
+  // Bytes of one row in the stored (unpacked) format.
+  size_t SrcRowBytes() const {
+    return is_int4() ? static_cast<size_t>(ng()) * Int4GroupBytes(group) : RowBytes(type, n_in);
+  }
+};
+
+// One token's activations for the packed kernels: q8_0 quantized with llama.cpp's x86
+// rounding (|q| <= 127), split into planes so a 4-byte chunk is one broadcast load:
+//   qs [nb][32] i8 | d [nb] f32 | s [nb] i32 (sum of the block's quants)
+struct PackedAct {
+  const int8_t* qs;
+  const float* d;
+  const int32_t* s;
+};
+inline size_t PackedActBytes(int64_t n_in) { return static_cast<size_t>(n_in / 32) * 40; }
+inline PackedAct PackedActAt(const void* base, int64_t n_in) {
+  const auto* p = static_cast<const uint8_t*>(base);
+  const int64_t nb = n_in / 32;
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + nb * 32),
+          reinterpret_cast<const int32_t*>(p + nb * 36)};
+}
+
+// Most tokens one micro-kernel call handles (weights unpacked once, used kMaxTileTokens times).
+inline constexpr int kMaxTileTokens = 4;
+
+// Micro-kernel over one packed row group and nt (1..kMaxTileTokens) tokens:
+//   y[t][r] = sum_b fma-chain of (d_w[r,b] * d_x[t,b]) * float(isum[t,r,b]), r < 8,
+// accumulated block by block in order into one float per (t, r), whatever nt is: the result
+// for a token is bit-identical in any tile (batch invariance) and equal to the scalar twin.
+//   isum = sum_i q[r,i] * x[t,i] - z[r] * s[t,b]   (z = 8 for q4_0, 0 for q8_0, stored for int4)
+using PackedTileFn = void (*)(const uint8_t* group, const PackedShape& shape, const PackedAct* act, int nt,
+                              float* const* y);
+
+// Shape of [n_out, n_in] weights of type t (int4_group only matters for int4).
+PackedShape MakePackedShape(DType t, int64_t n_out, int64_t n_in, int64_t int4_group);
+// PackWeights / UnpackWeights / MatMulPacked with an explicit int4 group size (32, 64 or 128;
+// the stored rows then use Int4GroupBytes(int4_group) per group): kernels and tests only.
+void PackWeightsGroup(DType t, const void* w, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst,
+                      ThreadPool* pool);
+void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst);
+void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in, int64_t int4_group,
+                       const float* x, int64_t n_tok, float* y, ThreadPool* pool);
+// One token's f32 activations [n_in] -> PackedAct planes at dst [PackedActBytes(n_in)].
+void PreparePackedAct(const float* x, int64_t n_in, void* dst);
+
+}  // namespace ferry::kernels::internal

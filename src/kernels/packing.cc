@@ -1,0 +1,112 @@
+// PackWeights / UnpackWeights: row-major q4_0, q8_0 and int4 rows <-> the 8-row interleaved
+// layout of kernels/packed_layout.h. Pure byte moves: the round trip is bit-exact.
+#include <cstring>
+
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/packed_layout.h"
+#include "kernels/quant_blocks.h"
+
+namespace ferry::kernels {
+namespace internal {
+
+PackedShape MakePackedShape(DType t, int64_t n_out, int64_t n_in, int64_t int4_group) {
+  return {t, n_out, n_in, t == DType::kI4G128 ? int4_group : 32};
+}
+
+namespace {
+
+// Moves one row's bytes between its stored form `src_row` and row r of packed group `grp`.
+// kToPacked selects the direction; both directions share the index arithmetic.
+template <bool kToPacked>
+void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
+  const int64_t nb = sh.nb();
+  uint8_t* qs = grp;
+  uint8_t* dsc = grp + sh.QsBytes();
+  auto mv = [](uint8_t* packed, uint8_t* plain, size_t n) {
+    if (kToPacked) std::memcpy(packed, plain, n); else std::memcpy(plain, packed, n);
+  };
+  if (sh.type == DType::kQ4_0) {
+    auto* blocks = reinterpret_cast<block_q4_0*>(row);
+    for (int64_t b = 0; b < nb; ++b) {
+      mv(dsc + (b * kPackRows + r) * 2, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
+      for (int j = 0; j < 4; ++j) mv(qs + b * 128 + j * 32 + 4 * r, blocks[b].qs + 4 * j, 4);
+    }
+  } else if (sh.type == DType::kQ8_0) {
+    auto* blocks = reinterpret_cast<block_q8_0*>(row);
+    for (int64_t b = 0; b < nb; ++b) {
+      mv(dsc + (b * kPackRows + r) * 2, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
+      for (int s = 0; s < 8; ++s)
+        mv(qs + b * 256 + s * 32 + 4 * r, reinterpret_cast<uint8_t*>(blocks[b].qs) + 4 * s, 4);
+    }
+  } else {  // int4: fp16 d | u8 z | u8 0 | qs[G/2] per group
+    const int64_t bpg = sh.group / 32, gb = static_cast<int64_t>(Int4GroupBytes(sh.group));
+    uint8_t* zs = dsc + sh.ng() * kPackRows * 2;
+    for (int64_t g = 0; g < sh.ng(); ++g) {
+      uint8_t* src = row + g * gb;
+      mv(dsc + (g * kPackRows + r) * 2, src, 2);
+      mv(zs + g * kPackRows + r, src + 2, 1);
+      if (!kToPacked) src[3] = 0;
+      for (int64_t k = 0; k < bpg; ++k)
+        for (int j = 0; j < 4; ++j) mv(qs + (g * bpg + k) * 128 + j * 32 + 4 * r, src + 4 + 16 * k + 4 * j, 4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace internal
+
+bool CanPack(DType t, int64_t n_in) {
+  if (n_in <= 0) return false;
+  if (t == DType::kQ4_0 || t == DType::kQ8_0) return n_in % 32 == 0;
+  if (t == DType::kI4G128) return n_in % internal::kInt4Group == 0;
+  return false;
+}
+
+size_t PackedBytes(DType t, int64_t n_out, int64_t n_in) {
+  return internal::MakePackedShape(t, n_out, n_in, internal::kInt4Group).TotalBytes();
+}
+
+void PackWeights(DType t, const void* w, int64_t n_out, int64_t n_in, void* dst, ThreadPool* pool) {
+  internal::PackWeightsGroup(t, w, n_out, n_in, internal::kInt4Group, dst, pool);
+}
+
+void UnpackWeights(DType t, const void* packed, int64_t n_out, int64_t n_in, void* dst) {
+  internal::UnpackWeightsGroup(t, packed, n_out, n_in, internal::kInt4Group, dst);
+}
+
+namespace internal {
+
+void PackWeightsGroup(DType t, const void* w, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst,
+                      ThreadPool* pool) {
+  const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
+  const size_t row_bytes = sh.SrcRowBytes(), grp_bytes = sh.RowGroupBytes();
+  auto* out = static_cast<uint8_t*>(dst);
+  auto groups = [&](int64_t g0, int64_t g1) {
+    std::memset(out + g0 * grp_bytes, 0, static_cast<size_t>(g1 - g0) * grp_bytes);
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t r = 0; r < kPackRows && g * kPackRows + r < n_out; ++r) {
+        // MoveRow<true> only reads the row; the cast serves the shared signature.
+        auto* row = const_cast<uint8_t*>(static_cast<const uint8_t*>(w) + (g * kPackRows + r) * row_bytes);
+        MoveRow<true>(sh, out + g * grp_bytes, r, row);
+      }
+    }
+  };
+  if (pool) {
+    pool->ParallelFor(sh.n_groups(), groups);
+  } else {
+    groups(0, sh.n_groups());
+  }
+}
+
+void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst) {
+  const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
+  const size_t row_bytes = sh.SrcRowBytes(), grp_bytes = sh.RowGroupBytes();
+  // MoveRow<false> only reads the packed group.
+  auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(packed));
+  for (int64_t o = 0; o < n_out; ++o)
+    MoveRow<false>(sh, in + (o / kPackRows) * grp_bytes, o % kPackRows, static_cast<uint8_t*>(dst) + o * row_bytes);
+}
+
+}  // namespace internal
+}  // namespace ferry::kernels

@@ -1,0 +1,49 @@
+// Scalar twin of the packed MatMul micro-kernel (kernels/packed_layout.h): integer block sums,
+// then acc = fma(d_w * d_x, float(isum), acc) block by block, exactly the operations (and
+// order) of the SIMD kernels, so every ISA gives the same bits.
+#include <cmath>
+
+#include "core/fp16.h"
+#include "kernels/packed_layout.h"
+#include "kernels/ref/ref.h"
+
+namespace ferry::kernels::ref {
+
+void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
+                float* const* y) {
+  const int64_t nb = sh.nb();
+  const bool q8 = sh.type == DType::kQ8_0, int4 = sh.is_int4();
+  const int64_t bpg = int4 ? sh.group / 32 : 1;
+  const uint8_t* qs = grp;
+  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  const uint8_t* zs = int4 ? grp + sh.QsBytes() + sh.ng() * internal::kPackRows * 2 : nullptr;
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < internal::kPackRows; ++r) {
+      float acc = 0.f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t g = b / bpg;
+        const float dw = Fp16ToFp32(dsc[g * internal::kPackRows + r]);
+        const int z = int4 ? zs[g * internal::kPackRows + r] : (q8 ? 0 : 8);
+        const int8_t* xq = act[t].qs + b * 32;
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) {
+          int q;
+          if (q8) {
+            q = static_cast<int8_t>(qs[b * 256 + (i / 4) * 32 + 4 * r + i % 4]);
+          } else {
+            const int ii = i % 16;
+            const uint8_t byte = qs[b * 128 + (ii / 4) * 32 + 4 * r + ii % 4];
+            q = i < 16 ? (byte & 0x0F) : (byte >> 4);
+          }
+          isum += q * xq[i];
+        }
+        isum -= z * act[t].s[b];
+        const float sc = dw * act[t].d[b];
+        acc = std::fma(sc, static_cast<float>(isum), acc);
+      }
+      y[t][r] = acc;
+    }
+  }
+}
+
+}  // namespace ferry::kernels::ref

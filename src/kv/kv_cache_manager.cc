@@ -1,0 +1,122 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/check.h"
+
+namespace ferry::kv {
+
+KvSequence& KvSequence::operator=(KvSequence&& o) noexcept {
+  if (this != &o) {
+    Release();
+    mgr_ = std::exchange(o.mgr_, nullptr);
+    blocks_ = std::move(o.blocks_);
+    hashes_ = std::move(o.hashes_);
+    num_slots_ = std::exchange(o.num_slots_, 0);
+    o.blocks_.clear();
+    o.hashes_.clear();
+  }
+  return *this;
+}
+
+void KvSequence::Release() {
+  if (mgr_) mgr_->Free(*this);
+}
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {
+  FERRY_CHECK(config.block_size > 0);
+}
+
+double KvCacheManager::Usage() const {
+  if (num_blocks() == 0) return 0.0;
+  return 1.0 - static_cast<double>(pool_.NumFree()) / num_blocks();
+}
+
+PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) const {
+  PrefixHit hit;
+  if (!config_.prefix_caching || tokens.empty()) return hit;
+  const size_t bs = static_cast<size_t>(config_.block_size);
+  const size_t max_blocks = (tokens.size() - 1) / bs;
+  BlockHash parent = kRootBlockHash;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
+    auto id = pool_.Find(h);
+    if (!id) break;
+    hit.blocks.push_back(*id);
+    hit.hashes.push_back(h);
+    parent = h;
+  }
+  hit.num_tokens = static_cast<int32_t>(hit.blocks.size() * bs);
+  return hit;
+}
+
+std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int32_t num_slots, const PrefixHit* hit) {
+  FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
+  const bool take_hit = hit && !hit->blocks.empty() && seq.blocks_.empty();
+  const int32_t have = static_cast<int32_t>(seq.blocks_.size()) + (take_hit ? static_cast<int32_t>(hit->blocks.size()) : 0);
+  const int32_t need = BlocksFor(num_slots);
+  // Appending into a partial last block that another sequence shares needs a private copy.
+  const bool cow = num_slots > seq.num_slots_ && seq.num_slots_ % config_.block_size != 0 &&
+                   pool_.RefCount(seq.blocks_.back()) > 1;
+  const int32_t fresh = std::max(0, need - have) + (cow ? 1 : 0);
+  int32_t revived = 0;  // hit blocks that are free now (they count against NumFree)
+  if (take_hit)
+    for (BlockId b : hit->blocks) revived += pool_.RefCount(b) == 0 ? 1 : 0;
+  if (fresh + revived > pool_.NumFree()) return std::nullopt;
+
+  seq.mgr_ = this;
+  SlotAllocation out;
+  if (take_hit) {
+    for (BlockId b : hit->blocks) pool_.Ref(b);  // before Allocate, so they are not evicted
+    seq.blocks_ = hit->blocks;
+    seq.hashes_ = hit->hashes;
+    seq.num_slots_ = hit->num_tokens;
+  }
+  if (cow) {
+    BlockId dst = *pool_.Allocate();
+    out.copies.push_back({seq.blocks_.back(), dst});
+    pool_.Unref(seq.blocks_.back());
+    seq.blocks_.back() = dst;
+  }
+  while (static_cast<int32_t>(seq.blocks_.size()) < need) {
+    seq.blocks_.push_back(*pool_.Allocate());
+    ++out.new_blocks;
+  }
+  seq.num_slots_ = std::max(seq.num_slots_, num_slots);
+  return out;
+}
+
+void KvCacheManager::CacheFullBlocks(KvSequence& seq, std::span<const int32_t> tokens, int32_t num_computed) {
+  if (!config_.prefix_caching) return;
+  const size_t bs = static_cast<size_t>(config_.block_size);
+  const size_t full = std::min(static_cast<size_t>(num_computed) / bs, seq.blocks_.size());
+  FERRY_CHECK(static_cast<size_t>(num_computed) <= tokens.size());
+  for (size_t i = seq.hashes_.size(); i < full; ++i) {
+    BlockHash parent = i == 0 ? kRootBlockHash : seq.hashes_[i - 1];
+    BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
+    seq.hashes_.push_back(h);
+    pool_.MarkCached(seq.blocks_[i], h);
+  }
+}
+
+KvSequence KvCacheManager::Fork(const KvSequence& parent) {
+  KvSequence child;
+  child.mgr_ = this;
+  child.blocks_ = parent.blocks_;
+  child.hashes_ = parent.hashes_;
+  child.num_slots_ = parent.num_slots_;
+  for (BlockId b : child.blocks_) pool_.Ref(b);
+  return child;
+}
+
+void KvCacheManager::Free(KvSequence& seq) {
+  FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
+  for (auto it = seq.blocks_.rbegin(); it != seq.blocks_.rend(); ++it) pool_.Unref(*it);
+  seq.blocks_.clear();
+  seq.hashes_.clear();
+  seq.num_slots_ = 0;
+  seq.mgr_ = nullptr;
+}
+
+}  // namespace ferry::kv

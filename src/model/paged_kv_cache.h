@@ -1,0 +1,49 @@
+// PagedKvCache: K/V tensors in fixed-size physical blocks shared by all sequences (vLLM's
+// PagedAttention layout). Which blocks a batch slot reads and writes is set per step from
+// the block manager's tables (kv/KvCacheManager); attention reads through those tables.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/status.h"
+#include "model/kv_cache.h"
+
+namespace ferry {
+
+class PagedKvCache final : public KvCache {
+ public:
+  // Bytes of K plus V for one block across all layers (f32).
+  static size_t BlockBytes(int32_t n_layers, int32_t block_size, int32_t n_kv_heads, int32_t head_dim);
+  // n_slots: sequences one step can hold; max_seq_len: positions one sequence may reach.
+  // Fails with kResourceExhausted if the allocation is too large.
+  static StatusOr<PagedKvCache> Create(int32_t n_layers, int32_t num_blocks, int32_t block_size, int32_t n_kv_heads,
+                                       int32_t head_dim, int32_t n_slots, int32_t max_seq_len);
+
+  int32_t MaxSeqLen() const override { return max_seq_len_; }
+  int32_t NumSeqs() const override { return static_cast<int32_t>(tables_.size()); }
+  float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
+  float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
+  kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
+
+  // Batch slot `slot` reads/writes through `blocks` (logical block i -> physical block) until
+  // the next call. Positions beyond blocks.size() * block_size are invalid for it.
+  void SetBlockTable(int32_t slot, std::span<const int32_t> blocks);
+  // Copies block src to dst in every layer (copy-on-write).
+  void CopyBlock(int32_t src, int32_t dst);
+
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  size_t Bytes() const { return k_.size() + v_.size(); }
+
+ private:
+  size_t Offset(int32_t layer, int32_t seq, int32_t pos) const;
+
+  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0, max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
+  AlignedBuffer k_, v_;                        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
+  std::vector<std::vector<int32_t>> tables_;   // [n_slots][blocks of that slot]
+};
+
+}  // namespace ferry

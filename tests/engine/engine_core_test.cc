@@ -1,0 +1,256 @@
+// EngineCore on a tiny synthetic model: batch invariance of outputs (batched == alone, also
+// with chunked prefill, preemption and static batching), prefix caching, forks, metrics.
+#include "engine/engine_core.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <unistd.h>
+
+#include "engine/loaded_model.h"
+#include "model/synthetic_model.h"
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+std::pair<RequestId, int32_t> K(RequestId id, int32_t branch) { return {id, branch}; }
+
+std::vector<RequestOutput> StepOk(EngineCore& core) {
+  auto outs = core.Step();
+  EXPECT_TRUE(outs.ok()) << outs.status().ToString();
+  return outs.ok() ? std::move(*outs) : std::vector<RequestOutput>{};
+}
+
+class EngineCoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Per process: ctest runs each test case as its own process, possibly in parallel.
+    std::string path = std::filesystem::temp_directory_path().string() + "/ferry_engine_core_tiny_" +
+                       std::to_string(getpid()) + ".gguf";
+    SyntheticModelOptions o;
+    o.preset = "tiny";
+    o.type = DType::kQ8_0;
+    o.stddev = 0.08f;
+    ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
+    auto lm = LoadModel(path);
+    ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+    lm_ = new LoadedModel(std::move(*lm));
+  }
+  // A failed SetUpTestSuite must fail every test, not skip it.
+  void SetUp() override { ASSERT_NE(lm_, nullptr) << "test model could not be made or loaded"; }
+  static void TearDownTestSuite() {
+    delete lm_;
+    lm_ = nullptr;
+  }
+
+  static EngineConfig Config() {
+    EngineConfig c;
+    c.num_blocks = 256;
+    c.block_size = 16;
+    c.threads = 2;
+    c.scheduler.max_batch_tokens = 512;
+    c.scheduler.max_num_seqs = 32;
+    return c;
+  }
+
+  struct Run {
+    std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;
+    std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;
+    EngineStats stats;
+    int requests_finished = 0;  // outputs with request_finished
+  };
+
+  // Adds every prompt at once (ids 0..n-1) and steps until done.
+  static Run RunAll(const EngineConfig& config, const std::vector<std::vector<int32_t>>& prompts,
+                    const std::vector<RequestOptions>& options) {
+    auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, config);
+    EXPECT_TRUE(core.ok()) << core.status().ToString();
+    Run run;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_TRUE((*core)->Validate(prompts[i], options[i]).ok());
+      (*core)->Add(static_cast<RequestId>(i), prompts[i], options[i], (*core)->Now());
+    }
+    for (int step = 0; step < 100000 && (*core)->HasWork(); ++step) {
+      auto outs = (*core)->Step();
+      EXPECT_TRUE(outs.ok()) << outs.status().ToString();
+      for (const RequestOutput& o : *outs) {
+        auto& t = run.tokens[{o.id, o.branch}];
+        t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+        if (o.finished) run.metrics[{o.id, o.branch}] = o.metrics;
+        run.requests_finished += o.request_finished ? 1 : 0;
+      }
+    }
+    EXPECT_FALSE((*core)->HasWork());
+    run.stats = (*core)->Stats();
+    EXPECT_EQ((*core)->kv_manager().NumFreeBlocks(), (*core)->num_blocks());
+    return run;
+  }
+
+  static std::vector<int32_t> Prompt(int n, int seed) {
+    std::vector<int32_t> t = {1};
+    for (int i = 1; i < n; ++i) t.push_back(3 + (i * 37 + seed * 101 + i * i * seed) % 500);
+    return t;
+  }
+
+  static RequestOptions Greedy(int32_t max_tokens) {
+    RequestOptions o;
+    o.sampling.temperature = 0;
+    o.max_tokens = max_tokens;
+    o.ignore_eos = true;
+    return o;
+  }
+
+  // 16 mixed-length prompts (3..120 tokens) with mixed output lengths.
+  void Mixed(std::vector<std::vector<int32_t>>& prompts, std::vector<RequestOptions>& opts) {
+    for (int i = 0; i < 16; ++i) {
+      prompts.push_back(Prompt(3 + (i * 53) % 118, i));
+      opts.push_back(Greedy(4 + (i * 7) % 20));
+    }
+  }
+
+  // Each prompt run alone (its own engine) with the same config.
+  std::vector<std::vector<int32_t>> Alone(const EngineConfig& c, const std::vector<std::vector<int32_t>>& prompts,
+                                          const std::vector<RequestOptions>& opts) {
+    std::vector<std::vector<int32_t>> out;
+    for (size_t i = 0; i < prompts.size(); ++i) out.push_back(RunAll(c, {prompts[i]}, {opts[i]}).tokens[K(0, 0)]);
+    return out;
+  }
+
+  static LoadedModel* lm_;
+};
+LoadedModel* EngineCoreTest::lm_ = nullptr;
+
+TEST_F(EngineCoreTest, BatchedGreedyEqualsAloneAlsoChunkedPreemptedAndStatic) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> opts;
+  Mixed(prompts, opts);
+  EngineConfig c = Config();
+  auto alone = Alone(c, prompts, opts);
+
+  EngineConfig chunked = c;
+  chunked.scheduler.max_batch_tokens = 40;  // long prompts split over several steps
+  EngineConfig tiny = c;
+  tiny.num_blocks = 12;  // 192 slots for 16 requests of up to 143 tokens: forces preemption
+  tiny.scheduler.max_batch_tokens = 64;
+  EngineConfig stat = c;
+  stat.scheduler.policy = BatchPolicy::kStatic;
+  stat.scheduler.max_num_seqs = 5;
+  for (const EngineConfig* cfg : {&c, &chunked, &tiny, &stat}) {
+    Run run = RunAll(*cfg, prompts, opts);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(run.tokens[K(static_cast<RequestId>(i), 0)], alone[i]) << "prompt " << i;
+      EXPECT_EQ(alone[i].size(), static_cast<size_t>(opts[i].max_tokens));
+    }
+    if (cfg == &chunked) {
+      EXPECT_GT(run.stats.steps, 16);
+    }
+    if (cfg == &tiny) {
+      EXPECT_GT(run.stats.preemptions, 0);
+    }
+  }
+}
+
+TEST_F(EngineCoreTest, PrefixCacheHitsGiveIdenticalOutputsAndSkipPrefill) {
+  std::vector<int32_t> shared = Prompt(64, 3);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> p = shared;
+    std::vector<int32_t> tail = Prompt(20 + i, 10 + i);
+    p.insert(p.end(), tail.begin() + 1, tail.end());
+    prompts.push_back(p);
+  }
+  std::vector<RequestOptions> opts(4, Greedy(8));
+  EngineConfig on = Config(), off = Config();
+  off.prefix_caching = false;
+  on.scheduler.max_num_seqs = 1;  // one at a time, so later requests find the first's blocks
+  off.scheduler.max_num_seqs = 1;
+  Run a = RunAll(on, prompts, opts), b = RunAll(off, prompts, opts);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.stats.prefix_hit_tokens, 3 * 64);
+  EXPECT_EQ(b.stats.prefix_hit_tokens, 0);
+  EXPECT_EQ(b.stats.prefill_tokens_computed - a.stats.prefill_tokens_computed, 3 * 64);
+  EXPECT_EQ(a.metrics[K(3, 0)].cached_prompt_tokens, 64);
+}
+
+TEST_F(EngineCoreTest, ForkedBranchesEqualIndependentRunsWithBranchSeeds) {
+  RequestOptions o;
+  o.sampling.temperature = 1.3f;
+  o.sampling.seed = 100;
+  o.max_tokens = 24;
+  o.ignore_eos = true;
+  o.n = 4;
+  std::vector<int32_t> prompt = Prompt(37, 5);  // partial last block: branches copy it on write
+  Run forked = RunAll(Config(), {prompt}, {o});
+  ASSERT_EQ(forked.tokens.size(), 4u);
+  EXPECT_EQ(forked.requests_finished, 1);  // all four branches end in one step: reported once
+  std::set<std::vector<int32_t>> distinct;
+  for (int b = 0; b < 4; ++b) {
+    RequestOptions single = o;
+    single.n = 1;
+    single.sampling.seed = 100 + static_cast<uint64_t>(b);
+    Run alone = RunAll(Config(), {prompt}, {single});
+    EXPECT_EQ(forked.tokens[K(0, b)], alone.tokens[K(0, 0)]) << "branch " << b;
+    distinct.insert(forked.tokens[K(0, b)]);
+  }
+  EXPECT_GT(distinct.size(), 1u);
+  // The prompt was computed once for all four branches.
+  EXPECT_EQ(forked.stats.prefill_tokens_computed, 37);
+}
+
+TEST_F(EngineCoreTest, LatencyMetricsAreConsistent) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> opts;
+  Mixed(prompts, opts);
+  Run run = RunAll(Config(), prompts, opts);
+  ASSERT_EQ(run.metrics.size(), 16u);
+  for (const auto& [key, m] : run.metrics) {
+    EXPECT_EQ(m.output_tokens, opts[static_cast<size_t>(key.first)].max_tokens);
+    EXPECT_GE(m.ttft_s, m.queue_s);
+    EXPECT_DOUBLE_EQ(m.e2e_s, m.ttft_s + m.tpot_s * (m.output_tokens - 1));
+    EXPECT_EQ(m.itl_s.size(), static_cast<size_t>(m.output_tokens - 1));
+    double sum = 0;
+    for (double x : m.itl_s) sum += x;
+    EXPECT_NEAR(m.ttft_s + sum, m.e2e_s, 1e-9);
+  }
+  EXPECT_EQ(run.stats.finished, 16);
+  EXPECT_GT(run.stats.KvWaste(), 0.0);
+  EXPECT_LT(run.stats.KvWaste(), 0.5);
+}
+
+TEST_F(EngineCoreTest, StopStringFinishesTheBranch) {
+  RequestOptions o = Greedy(30);
+  auto prompt = Prompt(10, 1);
+  auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, Config());
+  ASSERT_TRUE(core.ok());
+  std::string full;
+  (*core)->Add(0, prompt, o, 0);
+  while ((*core)->HasWork())
+    for (const auto& out : StepOk(**core)) full += out.text;
+  ASSERT_GE(full.size(), 8u);
+  o.stop = {full.substr(full.size() / 2, 3)};
+  (*core)->Add(1, prompt, o, 0);
+  std::string cut, reason;
+  while ((*core)->HasWork())
+    for (const auto& out : StepOk(**core)) {
+      cut += out.text;
+      if (out.finished) reason = out.finish_reason;
+    }
+  EXPECT_EQ(cut, full.substr(0, full.find(o.stop[0])));
+  EXPECT_EQ(reason, "stop");
+}
+
+TEST_F(EngineCoreTest, RequestsThatCanNeverRunAreRejected) {
+  EngineConfig c = Config();
+  c.num_blocks = 4;
+  auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, c);
+  ASSERT_TRUE(core.ok());
+  EXPECT_EQ((*core)->Validate(Prompt(60, 1), Greedy(10)).code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE((*core)->Validate({}, Greedy(10)).ok());
+  EXPECT_FALSE((*core)->Validate({1, 100000}, Greedy(10)).ok());
+  EXPECT_EQ((*core)->Validate(Prompt(10, 1), Greedy(100000)).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,213 @@
+// Packed weights: pack/unpack round trip, int4 quantization, the packed MatMul against a naive
+// double reference, bit-exactness across ISAs (the scalar twin) and batch invariance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernel_test_util.h"
+
+namespace ferry::kernels {
+namespace {
+
+using internal::PackedShape;
+
+struct Case {
+  DType t;
+  int64_t group;  // int4 group; 32 otherwise
+  std::string Name() const {
+    return t == DType::kI4G128 ? "int4_g" + std::to_string(group) : std::string(DTypeName(t));
+  }
+};
+const Case kCases[] = {{DType::kQ4_0, 32}, {DType::kQ8_0, 32}, {DType::kI4G128, 32}, {DType::kI4G128, 64},
+                       {DType::kI4G128, 128}};
+
+struct Weights {
+  PackedShape sh;
+  std::vector<uint8_t> rows;    // [n_out, SrcRowBytes]
+  std::vector<uint8_t> packed;  // [TotalBytes]
+};
+
+std::vector<float> DequantRow(const Case& c, const uint8_t* row, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  if (c.t == DType::kI4G128) {
+    ref::DequantizeRowInt4(row, y.data(), n, c.group);
+  } else {
+    ref::DequantizeRow(c.t, row, y.data(), n);
+  }
+  return y;
+}
+
+Weights MakeWeights(std::mt19937& rng, const Case& c, int64_t n_out, int64_t n_in) {
+  Weights w{internal::MakePackedShape(c.t, n_out, n_in, c.group), {}, {}};
+  const size_t rb = w.sh.SrcRowBytes();
+  w.rows.resize(rb * static_cast<size_t>(n_out));
+  for (int64_t o = 0; o < n_out; ++o) {
+    auto x = testing::RandomFloats(rng, n_in, 0.05f);
+    if (o % 5 == 0) x[static_cast<size_t>(o % n_in)] = 0.4f;  // an outlier stretches one group's range
+    uint8_t* dst = w.rows.data() + static_cast<size_t>(o) * rb;
+    if (c.t == DType::kI4G128) {
+      ref::QuantizeRowInt4(x.data(), dst, n_in, c.group);
+    } else {
+      ref::QuantizeRow(c.t, x.data(), dst, n_in);
+    }
+  }
+  if (c.t == DType::kQ8_0) {  // -128 never comes from ggml's quantizer but may be in a file
+    reinterpret_cast<block_q8_0*>(w.rows.data())[1].qs[3] = -128;
+    reinterpret_cast<block_q8_0*>(w.rows.data())[2].qs[31] = -128;
+  }
+  w.packed.assign(w.sh.TotalBytes(), 0xAB);
+  internal::PackWeightsGroup(c.t, w.rows.data(), n_out, n_in, c.group, w.packed.data(), nullptr);
+  return w;
+}
+
+std::vector<float> RunPacked(const Weights& w, const Case& c, const std::vector<float>& x, int64_t tok0, int64_t n_tok,
+                       ThreadPool* pool) {
+  std::vector<float> y(static_cast<size_t>(n_tok * w.sh.n_out), -1.f);
+  internal::MatMulPackedGroup(w.packed.data(), c.t, w.sh.n_out, w.sh.n_in, c.group, x.data() + tok0 * w.sh.n_in,
+                              n_tok, y.data(), pool);
+  return y;
+}
+
+TEST(Int4, QuantizeDequantizeWithinHalfStep) {
+  std::mt19937 rng(50);
+  for (int64_t group : {32, 64, 128}) {
+    auto x = testing::RandomFloats(rng, 512, 1.f);
+    std::vector<uint8_t> q(static_cast<size_t>(512 / group) * internal::Int4GroupBytes(group));
+    ref::QuantizeRowInt4(x.data(), q.data(), 512, group);
+    auto y = DequantRow({DType::kI4G128, group}, q.data(), 512);
+    for (int64_t g = 0; g < 512 / group; ++g) {
+      uint16_t dh;
+      std::memcpy(&dh, q.data() + g * internal::Int4GroupBytes(group), 2);
+      const float d = Fp16ToFp32(dh);
+      EXPECT_EQ(q[g * internal::Int4GroupBytes(group) + 3], 0);
+      for (int64_t i = g * group; i < (g + 1) * group; ++i) ASSERT_LE(std::fabs(x[i] - y[i]), 0.5f * d * 1.01f + 1e-6f) << i;
+    }
+  }
+  // An all-zero group: d = 0, dequantizes to zeros.
+  std::vector<float> z(128, 0.f), back(128, 1.f);
+  std::vector<uint8_t> q(68);
+  ref::QuantizeRowInt4(z.data(), q.data(), 128, 128);
+  ref::DequantizeRowInt4(q.data(), back.data(), 128, 128);
+  for (float v : back) EXPECT_EQ(v, 0.f);
+  // Through the public DType entry points.
+  EXPECT_TRUE(CanQuantize(DType::kI4G128));
+  EXPECT_TRUE(CanDequantize(DType::kI4G128));
+  EXPECT_EQ(RowBytes(DType::kI4G128, 256), 136u);
+}
+
+TEST(Packed, PackUnpackRoundTripIsBitExact) {
+  std::mt19937 rng(51);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.Name());
+    for (int64_t n_out : {8, 37, 64}) {
+      Weights w = MakeWeights(rng, c, n_out, 256);
+      std::vector<uint8_t> back(w.rows.size(), 0xCD);
+      internal::UnpackWeightsGroup(c.t, w.packed.data(), n_out, 256, c.group, back.data());
+      ASSERT_EQ(0, std::memcmp(back.data(), w.rows.data(), back.size())) << n_out;
+      // Threaded packing writes the same bytes (padding rows zeroed).
+      ThreadPool pool(2);
+      std::vector<uint8_t> p2(w.packed.size(), 0x11);
+      internal::PackWeightsGroup(c.t, w.rows.data(), n_out, 256, c.group, p2.data(), &pool);
+      ASSERT_EQ(0, std::memcmp(p2.data(), w.packed.data(), p2.size()));
+    }
+  }
+  EXPECT_EQ(PackedBytes(DType::kQ4_0, 16, 64), 2u * 2 * 144);
+  EXPECT_EQ(PackedBytes(DType::kQ8_0, 9, 64), 2u * 2 * 272);
+  EXPECT_EQ(PackedBytes(DType::kI4G128, 8, 256), 8u * 128 + 2 * 24);
+  EXPECT_TRUE(CanPack(DType::kQ4_0, 64));
+  EXPECT_FALSE(CanPack(DType::kI4G128, 64));
+  EXPECT_FALSE(CanPack(DType::kF16, 64));
+}
+
+TEST(Packed, MatMulMatchesNaiveReference) {
+  testing::IsaRestorer restore;
+  std::mt19937 rng(52);
+  ThreadPool pool(2);
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
+      const int64_t n_out = 37, n_in = 512, n_tok = 6;
+      Weights w = MakeWeights(rng, c, n_out, n_in);
+      auto x = testing::RandomFloats(rng, n_in * n_tok);
+      auto y = RunPacked(w, c, x, 0, n_tok, &pool);
+      for (int64_t tk = 0; tk < n_tok; ++tk) {
+        auto xq = testing::ToPartner(DType::kQ8_0, x.data() + tk * n_in, n_in);
+        auto xf = testing::Dequant(DType::kQ8_0, xq.data(), n_in);
+        for (int64_t o = 0; o < n_out; ++o) {
+          auto wf = DequantRow(c, w.rows.data() + o * w.sh.SrcRowBytes(), n_in);
+          double want = 0;
+          for (int64_t i = 0; i < n_in; ++i) want += static_cast<double>(wf[i]) * xf[i];
+          ASSERT_NEAR(y[tk * n_out + o], want, 1e-5 * testing::AbsDot(wf, xf) + 1e-6) << "t=" << tk << " o=" << o;
+        }
+      }
+    }
+  }
+}
+
+TEST(Packed, SimdIsBitIdenticalToScalarTwin) {
+  testing::IsaRestorer restore;
+  if (BestSupportedIsa() == Isa::kScalar) GTEST_SKIP() << "no SIMD ISA";
+  std::mt19937 rng(53);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.Name());
+    Weights w = MakeWeights(rng, c, 45, 1024);
+    auto x = testing::RandomFloats(rng, 1024 * 7);
+    ASSERT_TRUE(ForceIsa(Isa::kScalar));
+    auto ys = RunPacked(w, c, x, 0, 7, nullptr);
+    ASSERT_TRUE(ForceIsa(BestSupportedIsa()));
+    auto yv = RunPacked(w, c, x, 0, 7, nullptr);
+    ASSERT_EQ(0, std::memcmp(ys.data(), yv.data(), ys.size() * 4));
+  }
+}
+
+TEST(Packed, BatchInvariantBitExact) {
+  testing::IsaRestorer restore;
+  std::mt19937 rng(54);
+  ThreadPool pool2(2), pool1(1);
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
+      const int64_t n_in = 512, n_tok = 9;
+      Weights w = MakeWeights(rng, c, 300, n_in);  // several chunks and a padded last group
+      auto x = testing::RandomFloats(rng, n_in * n_tok);
+      const auto all = RunPacked(w, c, x, 0, n_tok, &pool2);
+      ASSERT_EQ(0, std::memcmp(all.data(), RunPacked(w, c, x, 0, n_tok, nullptr).data(), all.size() * 4));
+      ASSERT_EQ(0, std::memcmp(all.data(), RunPacked(w, c, x, 0, n_tok, &pool1).data(), all.size() * 4));
+      for (int64_t tk = 0; tk < n_tok; ++tk) {
+        const auto alone = RunPacked(w, c, x, tk, 1, &pool2);
+        ASSERT_EQ(0, std::memcmp(alone.data(), all.data() + tk * 300, 300 * 4)) << "token " << tk;
+      }
+      const auto sub = RunPacked(w, c, x, 3, 5, nullptr);
+      ASSERT_EQ(0, std::memcmp(sub.data(), all.data() + 3 * 300, sub.size() * 4));
+    }
+  }
+}
+
+TEST(Packed, AgreesWithUnpackedMatMul) {
+  std::mt19937 rng(55);
+  ThreadPool pool(2);
+  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    Weights w = MakeWeights(rng, {t, 32}, 64, 2048);
+    auto x = testing::RandomFloats(rng, 2048 * 3);
+    std::vector<float> yp(64 * 3), yu(64 * 3);
+    MatMulPacked(w.packed.data(), t, 64, 2048, x.data(), 3, yp.data(), &pool);
+    MatMul(w.rows.data(), t, 64, 2048, x.data(), 3, yu.data(), &pool);
+    for (size_t i = 0; i < yp.size(); ++i) ASSERT_NEAR(yp[i], yu[i], 1e-4f * (1.f + std::fabs(yu[i]))) << i;
+  }
+}
+
+TEST(Bandwidth, MeasuresSomething) {
+  ThreadPool pool(2);
+  const double bw = MeasureReadBandwidth(size_t{8} << 20, 2, &pool);
+  EXPECT_GT(bw, 1e8);  // > 0.1 GB/s even on a loaded machine
+}
+
+}  // namespace
+}  // namespace ferry::kernels
