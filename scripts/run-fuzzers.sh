@@ -15,13 +15,14 @@ assets="${FERRY_ASSETS:-$root/../shared/assets}"
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
 artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
-mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$corpus/gguf" "$corpus/safetensors" "$corpus/template" "$artifacts"
+mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$seeds/tokenizer" "$corpus/gguf" "$corpus/safetensors" \
+  "$corpus/template" "$corpus/tokenizer" "$artifacts"
 
 # Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
 # a safetensors file with metadata and two tensors.
@@ -91,8 +92,19 @@ if [[ -d "$assets/chat-templates" ]]; then
   cp "$assets"/chat-templates/*.jinja "$seeds/template/" 2>/dev/null || true
 fi
 
+# Tokenizer inputs: text with special-token markup, multi-byte UTF-8 and invalid bytes.
+printf 'Hello <s> world </s> \xc3\xa9\xe2\x96\x81 \xff\xfe 123 can'"'"'t' >"$seeds/tokenizer/mixed.txt"
+targets=(gguf safetensors template)
+# The tokenizer target loads real vocabularies; without the assets it cannot run.
+if [[ -f "$assets/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" && -f "$assets/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" ]]; then
+  export FERRY_ASSETS="$assets"
+  targets+=(tokenizer)
+else
+  echo "== tokenizer_fuzz skipped: vocabularies not found under $assets (set FERRY_ASSETS)"
+fi
+
 status=0
-for target in gguf safetensors template; do
+for target in "${targets[@]}"; do
   echo "== ${target}_fuzz for ${fuzz_seconds}s"
   # max_len keeps the big seeds (truncated) from slowing every iteration down.
   if ! "$build/fuzz/${target}_fuzz" "$corpus/$target" "$seeds/$target" \

@@ -2,8 +2,6 @@
 // vocabularies (parse_special off and on) and checks the results stay in range, decode
 // losslessly and stream as the sanitized text. The vocabularies are read once from
 // $FERRY_ASSETS (default ../shared/assets relative to the working directory).
-// Not part of tokenizer_test: the fuzz build (fuzz/, clang -fsanitize=fuzzer) links it with
-// ferry_tokenizer and ferry_formats.
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
