@@ -15,19 +15,6 @@
 
 namespace {
 
-std::string UnescapeSpaces(const std::string& s) {
-  std::string r;
-  for (size_t i = 0; i < s.size();) {
-    if (s.compare(i, 3, "\xE2\x96\x81") == 0) {
-      r.push_back(' ');
-      i += 3;
-    } else {
-      r.push_back(s[i++]);
-    }
-  }
-  return r;
-}
-
 std::unique_ptr<ferry::Tokenizer> LoadVocab(const char* name) {
   const char* env = std::getenv("FERRY_ASSETS");
   std::string dir = env && *env ? env : "../shared/assets";
@@ -84,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Without special parsing SPM with byte fallback is lossless up to the space prefix and
     // U+2581 (which may decode to ' ' or stay, see detokenizer_test.cc).
     if (!parse_special &&
-        UnescapeSpaces(decoded) != UnescapeSpaces(text.empty() ? std::string() : std::string(1, ' ').append(text))) {
+        ferry::utf8::UnescapeSpaces(decoded) != ferry::utf8::UnescapeSpaces(text.empty() ? std::string() : std::string(1, ' ').append(text))) {
       std::abort();
     }
     ferry::IncrementalDetokenizer detok(*tok);

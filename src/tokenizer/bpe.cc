@@ -164,23 +164,8 @@ class BpeTokenizer final : public TokenizerImpl {
     return out;
   }
 
-  std::string TokenToPiece(int32_t id, bool render_special) const override {
-    const TokenData& t = vocab_.token(id);
-    switch (t.type) {
-      case TokenType::kControl:
-      case TokenType::kUnknown:
-        return render_special ? t.text : std::string();
-      case TokenType::kUserDefined:
-        return t.text;
-      case TokenType::kNormal:
-      case TokenType::kByte:
-        return pieces_[static_cast<size_t>(id)];
-      case TokenType::kUnused:
-      case TokenType::kUndefined:
-        return std::string();
-    }
-    return std::string();
-  }
+  // The bytes the token's byte-to-unicode text stands for (decoded once at load).
+  std::string TextPiece(int32_t id, const TokenData& /*t*/) const override { return pieces_[static_cast<size_t>(id)]; }
 
  private:
   struct Workspace {

@@ -179,26 +179,13 @@ class SpmTokenizer final : public TokenizerImpl {
     return out;
   }
 
-  std::string TokenToPiece(int32_t id, bool render_special) const override {
-    const TokenData& t = vocab_.token(id);
-    switch (t.type) {
-      case TokenType::kControl:
-      case TokenType::kUnknown:
-        return render_special ? t.text : std::string();
-      case TokenType::kUserDefined:
-        return t.text;
-      case TokenType::kNormal:
-        return UnescapeSpaces(t.text);
-      case TokenType::kByte: {
-        int16_t b = token_byte_[static_cast<size_t>(id)];
-        if (b < 0) return UnescapeSpaces(t.text);  // malformed byte token: show its text
-        return std::string(1, static_cast<char>(b));
-      }
-      case TokenType::kUnused:
-      case TokenType::kUndefined:
-        return std::string();
+  std::string TextPiece(int32_t id, const TokenData& t) const override {
+    if (t.type == TokenType::kByte) {
+      int16_t b = token_byte_[static_cast<size_t>(id)];
+      if (b >= 0) return std::string(1, static_cast<char>(b));
+      // a malformed byte token shows its text
     }
-    return std::string();
+    return utf8::UnescapeSpaces(t.text);
   }
 
  private:
@@ -207,20 +194,6 @@ class SpmTokenizer final : public TokenizerImpl {
     std::vector<Symbol> symbols;
     std::vector<Bigram> heap;
   };
-
-  static std::string UnescapeSpaces(const std::string& s) {
-    std::string r;
-    r.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
-      if (s.compare(i, utf8::kSpaceMarker.size(), utf8::kSpaceMarker) == 0) {
-        r.push_back(' ');
-        i += utf8::kSpaceMarker.size();
-      } else {
-        r.push_back(s[i++]);
-      }
-    }
-    return r;
-  }
 
   void TryAddBigram(Workspace& ws, std::string_view text, int32_t left, int32_t right) const {
     if (left < 0 || right < 0) return;

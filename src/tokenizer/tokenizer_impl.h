@@ -27,10 +27,31 @@ class TokenizerImpl {
   // Whole-text encoding, special tokens and BOS/EOS included (Tokenizer::Encode's contract).
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
-  // `id` is in range (the caller checks).
-  virtual std::string TokenToPiece(int32_t id, bool render_special) const = 0;
+  // `id` is in range (the caller checks). Control and unknown tokens render only on request,
+  // user-defined ones as their text, unused ones as nothing, whatever the tokenizer kind;
+  // normal and byte tokens are the kind's business.
+  std::string TokenToPiece(int32_t id, bool render_special) const {
+    const TokenData& t = vocab_.token(id);
+    switch (t.type) {
+      case TokenType::kControl:
+      case TokenType::kUnknown:
+        return render_special ? t.text : std::string();
+      case TokenType::kUserDefined:
+        return t.text;
+      case TokenType::kNormal:
+      case TokenType::kByte:
+        return TextPiece(id, t);
+      case TokenType::kUnused:
+      case TokenType::kUndefined:
+        return std::string();
+    }
+    return std::string();
+  }
 
  protected:
+  // The output bytes of a normal or byte token.
+  virtual std::string TextPiece(int32_t id, const TokenData& t) const = 0;
+
   TokenizerImpl(Vocab vocab, std::string model_name)
       : vocab_(std::move(vocab)), model_name_(std::move(model_name)) {}
 

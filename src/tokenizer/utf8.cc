@@ -73,4 +73,18 @@ void AppendCodepoint(std::string& out, uint32_t cp) {
   }
 }
 
+std::string UnescapeSpaces(std::string_view s) {
+  std::string r;
+  r.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, kSpaceMarker.size(), kSpaceMarker) == 0) {
+      r.push_back(' ');
+      i += kSpaceMarker.size();
+    } else {
+      r.push_back(s[i++]);
+    }
+  }
+  return r;
+}
+
 }  // namespace ferry::utf8

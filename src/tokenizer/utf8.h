@@ -41,5 +41,7 @@ void AppendCodepoint(std::string& out, uint32_t cp);
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 inline constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 '▁'
+// s with every kSpaceMarker turned back into a plain space.
+std::string UnescapeSpaces(std::string_view s);
 
 }  // namespace ferry::utf8

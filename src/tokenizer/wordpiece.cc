@@ -55,32 +55,9 @@ class WordPieceTokenizer final : public TokenizerImpl {
     return out;
   }
 
-  std::string TokenToPiece(int32_t id, bool render_special) const override {
-    const TokenData& t = vocab_.token(id);
-    switch (t.type) {
-      case TokenType::kControl:
-      case TokenType::kUnknown:
-        return render_special ? t.text : std::string();
-      case TokenType::kUserDefined:
-        return t.text;
-      case TokenType::kNormal: {
-        std::string r;
-        for (size_t i = 0; i < t.text.size();) {
-          if (t.text.compare(i, utf8::kSpaceMarker.size(), utf8::kSpaceMarker) == 0) {
-            r.push_back(' ');
-            i += utf8::kSpaceMarker.size();
-          } else {
-            r.push_back(t.text[i++]);
-          }
-        }
-        return r;
-      }
-      case TokenType::kByte:
-      case TokenType::kUnused:
-      case TokenType::kUndefined:
-        return std::string();
-    }
-    return std::string();
+  // WordPiece vocabularies have no byte tokens; a stray one renders as nothing.
+  std::string TextPiece(int32_t /*id*/, const TokenData& t) const override {
+    return t.type == TokenType::kNormal ? utf8::UnescapeSpaces(t.text) : std::string();
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "engine/loaded_model.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace ferry {
 namespace {
@@ -29,12 +30,7 @@ class EngineCoreTest : public ::testing::Test {
     // Per process: ctest runs each test case as its own process, possibly in parallel.
     std::string path = std::filesystem::temp_directory_path().string() + "/ferry_engine_core_tiny_" +
                        std::to_string(getpid()) + ".gguf";
-    SyntheticModelOptions o;
-    o.preset = "tiny";
-    o.type = DType::kQ8_0;
-    o.stddev = 0.08f;
-    ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
-    auto lm = LoadModel(path);
+    auto lm = testing::MakeTinyModel(path);
     ASSERT_TRUE(lm.ok()) << lm.status().ToString();
     lm_ = new LoadedModel(std::move(*lm));
   }

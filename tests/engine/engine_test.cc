@@ -12,19 +12,14 @@
 #include "engine/loaded_model.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace ferry {
 namespace {
 
 TEST(Engine, ConcurrentRequestsStreamAbortAndFinish) {
-  std::string path = testing::TempDir() + "/tiny.gguf";
-  SyntheticModelOptions so;
-  so.preset = "tiny";
-  so.type = DType::kQ8_0;
-  so.stddev = 0.08f;
-  ASSERT_TRUE(WriteSyntheticModel(path, so).ok());
-  auto lm = LoadModel(path);
-  ASSERT_TRUE(lm.ok());
+  auto lm = testing::MakeTinyModel(testing::TempDir() + "/tiny.gguf");
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
   EngineConfig c;
   c.num_blocks = 128;
   c.threads = 2;

@@ -5,6 +5,7 @@
 
 #include "model/synthetic_model.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace ferry {
 namespace {
@@ -12,13 +13,7 @@ namespace {
 class GeneratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string path = testing::TempDir() + "/tiny.gguf";
-    SyntheticModelOptions o;
-    o.preset = "tiny";
-    o.type = DType::kQ8_0;
-    o.stddev = 0.08f;
-    ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
-    auto lm = LoadModel(path);
+    auto lm = testing::MakeTinyModel(testing::TempDir() + "/tiny.gguf");
     ASSERT_TRUE(lm.ok()) << lm.status().ToString();
     lm_ = std::make_unique<LoadedModel>(std::move(*lm));
   }

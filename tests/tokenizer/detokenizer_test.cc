@@ -113,19 +113,6 @@ TEST(SpmTokenizer, RandomTextRoundTrips) {
   }
 }
 
-std::string UnescapeSpaces(const std::string& s) {
-  std::string r;
-  for (size_t i = 0; i < s.size();) {
-    if (s.compare(i, 3, "\xE2\x96\x81") == 0) {
-      r.push_back(' ');
-      i += 3;
-    } else {
-      r.push_back(s[i++]);
-    }
-  }
-  return r;
-}
-
 TEST(SpmTokenizer, ArbitraryBytesRoundTrip) {
   FERRY_REQUIRE_ASSET(kLlamaSpm);
   const Tokenizer* tok = LlamaSpm();
@@ -140,7 +127,7 @@ TEST(SpmTokenizer, ArbitraryBytesRoundTrip) {
     for (bool parse_special : {false, true}) {
       std::vector<int32_t> ids = tok->Encode(bytes, false, parse_special);
       for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->n_vocab());
-      EXPECT_EQ(UnescapeSpaces(tok->Decode(ids)), UnescapeSpaces(WithSpacePrefix(bytes)));
+      EXPECT_EQ(utf8::UnescapeSpaces(tok->Decode(ids)), utf8::UnescapeSpaces(WithSpacePrefix(bytes)));
     }
   }
 }
