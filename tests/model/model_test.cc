@@ -212,3 +212,29 @@ TEST(Qwen2, IsLlamaWithNeoxRopeAndBiases) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// Repacked weights compute the same function as weights used in place from the file: only the
+// float summation order differs, so the bound is the one derived in FastKernelsMatchScalarReference.
+TEST(Model, RepackedWeightsMatchInPlaceWeights) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    Fixture f = MakeTiny(testing::TempDir(), type);
+    auto in_place = CreateModel(*f.src, ModelOptions{/*repack_weights=*/false});
+    ASSERT_TRUE(in_place.ok());
+    auto toks = Prompt(24, 6);
+    auto packed = RunChunked(*f.model, toks, 24, nullptr);  // MakeTiny uses the default: repacked
+    auto plain = RunChunked(**in_place, toks, 24, nullptr);
+    double max_abs = 0, max_ref = 0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      max_abs = std::max(max_abs, static_cast<double>(std::fabs(plain[i] - packed[i])));
+      max_ref = std::max(max_ref, static_cast<double>(std::fabs(plain[i])));
+    }
+    EXPECT_LE(max_abs, max_ref / 127) << DTypeName(type);
+    EXPECT_GT(max_ref, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace ferry
