@@ -1,6 +1,5 @@
 // Byte-level BPE and WordPiece: special tokens, pieces, lossless round trips on random Unicode,
 // streaming detokenization, pre-tokenizer edge cases, and the baichuan SPM variant.
-#include <time.h>
 
 #include <random>
 
@@ -120,29 +119,18 @@ TEST(BpeTokenizer, LongWhitespaceRunsAndRepeats) {
   }
 }
 
-// The speed target is 5 MB/s on one core (bench/tokenizer_bench.cc measures it properly); this
-// prints the figure and only guards against gross regressions.
-TEST(BpeTokenizer, EncodesWikitextQuickly) {
+// Byte-level BPE is lossless on a whole real-world file. Its speed is a benchmark
+// (bench/tokenizer_bench.cc, docs/benchmarks.md), never a pass/fail test.
+TEST(BpeTokenizer, WikitextRoundTripsLosslessly) {
   const char* kText = "eval-text/wiki.test.raw";
   FERRY_REQUIRE_ASSET(kGpt2);
   FERRY_REQUIRE_ASSET(kText);
   auto tok = GgufTokenizer(kGpt2);
   ASSERT_TRUE(tok.ok());
   const std::string text = testing::ReadFileOrEmpty(AssetPath(kText));
-  auto cpu_now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-  };
-  const double c0 = cpu_now();
+  ASSERT_FALSE(text.empty());
   const std::vector<int32_t> ids = tok->Encode(text, false, false);
-  const double secs = cpu_now() - c0;
-  std::printf("gpt-2: encoded %zu bytes into %zu tokens in %.3f s CPU (%.1f MB/s)\n", text.size(),
-              ids.size(), secs, text.size() / secs / 1e6);
   EXPECT_EQ(tok->Decode(ids), text);
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(secs, 2.0);
-#endif
 }
 
 TEST(PreTokenizer, KnownFamiliesCompileAndUnknownIsUnsupported) {

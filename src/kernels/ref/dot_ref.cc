@@ -225,29 +225,24 @@ double DotK4Like(const uint8_t* scales, fp16_t d, fp16_t dmin, const int8_t* q, 
 }
 }  // namespace
 
-float DotQ4_K(const void* w, const void* x, int64_t n) {
-  const auto* a = static_cast<const block_q4_K*>(w);
+namespace {
+// q4_K and q5_K share scales/mins and the q8_K pairing; only the quant decoding differs.
+template <typename Block, void (*Decode)(const Block&, int8_t*)>
+float DotK4Family(const void* w, const void* x, int64_t n) {
+  const auto* a = static_cast<const Block*>(w);
   const auto* b = static_cast<const block_q8_K*>(x);
   double s = 0;
   int8_t q[kQK_K];
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    DecodeQ4K(a[i], q);
+    Decode(a[i], q);
     s += DotK4Like(a[i].scales, a[i].d, a[i].dmin, q, b[i]);
   }
   return static_cast<float>(s);
 }
+}  // namespace
 
-float DotQ5_K(const void* w, const void* x, int64_t n) {
-  const auto* a = static_cast<const block_q5_K*>(w);
-  const auto* b = static_cast<const block_q8_K*>(x);
-  double s = 0;
-  int8_t q[kQK_K];
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    DecodeQ5K(a[i], q);
-    s += DotK4Like(a[i].scales, a[i].d, a[i].dmin, q, b[i]);
-  }
-  return static_cast<float>(s);
-}
+float DotQ4_K(const void* w, const void* x, int64_t n) { return DotK4Family<block_q4_K, DecodeQ4K>(w, x, n); }
+float DotQ5_K(const void* w, const void* x, int64_t n) { return DotK4Family<block_q5_K, DecodeQ5K>(w, x, n); }
 
 float DotQ6_K(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q6_K*>(w);
