@@ -10,15 +10,15 @@
 namespace ferry {
 
 struct SamplingParams {
-  float temperature = 0.8f;     // 0 = greedy
-  int32_t top_k = 40;           // <= 0: off
-  float top_p = 0.95f;          // >= 1: off
-  float min_p = 0.05f;          // <= 0: off
-  float repeat_penalty = 1.0f;  // llama.cpp style, over the last repeat_last_n tokens
+  float temperature = 0.8f;  // 0 = greedy
+  int32_t top_k = 40;        // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;    // llama.cpp style, over the last repeat_last_n tokens
   int32_t repeat_last_n = 64;
   float presence_penalty = 0.0f;  // OpenAI style
   float frequency_penalty = 0.0f;
-  uint64_t seed = 0xFFFFFFFFu;  // LLAMA_DEFAULT_SEED meaning "random"; any other value is fixed
+  uint64_t seed = 0xFFFFFFFFu;    // LLAMA_DEFAULT_SEED meaning "random"; any other value is fixed
 };
 
 class Sampler {
