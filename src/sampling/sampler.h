@@ -29,6 +29,8 @@ class Sampler {
   // history: tokens seen so far (prompt + generated) for the penalties.
   int32_t Sample(float* logits, std::span<const int32_t> history);
 
+  const SamplingParams& params() const { return params_; }
+
   // The distribution Sample draws from, for speculative decoding (the target's p and the
   // draft's q must be built identically): penalties over `history`, then top-k, top-p, min-p
   // and temperature exactly as Sample. probs: [n_vocab], zero outside the kept tokens, sums
