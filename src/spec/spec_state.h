@@ -20,6 +20,7 @@ class ProposerState {
 struct SpecState {
   int32_t max_k = 0;               // draft tokens per step requested (0: this sequence does not speculate)
   int32_t k = 0;                   // draft length now, in [1, max_k] (adapted to the acceptance)
+  bool adaptive = true;            // adapt k to the acceptance
   std::vector<int32_t> draft;      // [<= k] drafted for this step
   std::vector<float> draft_probs;  // [draft.size(), n_vocab] q rows; empty: deterministic draft
   std::unique_ptr<ProposerState> proposer;
@@ -27,9 +28,10 @@ struct SpecState {
   int64_t num_accepted = 0;       // ... of which were accepted
   int64_t num_verifications = 0;  // verification passes with at least one draft
 
-  void Enable(int32_t max_tokens) {
+  void Enable(int32_t max_tokens, bool adapt) {
     max_k = std::max(0, max_tokens);
     k = max_k;
+    adaptive = adapt;
   }
   void ClearDraft() {
     draft.clear();
@@ -37,7 +39,7 @@ struct SpecState {
   }
   // Records one verification of `drafted` tokens and, when adaptive, moves k towards what
   // pays: one longer after everything was accepted, halved after nothing was.
-  void OnVerified(int32_t drafted, int32_t accepted, bool adaptive) {
+  void OnVerified(int32_t drafted, int32_t accepted) {
     num_drafted += drafted;
     num_accepted += accepted;
     ++num_verifications;
