@@ -58,6 +58,7 @@ void Scheduler::Preempt(Request* r) {
   running_.pop_back();
   kv_.Free(r->kv);
   r->spec.ClearDraft();
+  r->spec.proposer.reset();  // the draft's KV too: it is recomputed with the target's
   r->num_computed = 0;  // recompute prompt + generated tokens when readmitted
   r->status = RequestStatus::kWaiting;
   ++r->num_preemptions;

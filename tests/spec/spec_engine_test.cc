@@ -227,6 +227,7 @@ TEST_F(SpecEngineTest, KvBlocksBalanceAfterManyRejectionsWithSharedPrefixesAndFo
   Run r = RunAll(g_models->target, c, prompts, opts);
   EXPECT_GT(r.stats.spec_draft_tokens - r.stats.spec_accepted_tokens, 500);
   EXPECT_GT(r.stats.prefix_hit_tokens, 0);
+  EXPECT_GT(r.stats.preemptions, 0);
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(r.tokens[std::make_pair(static_cast<RequestId>(i), 0)].size(), 40u) << "request " << i;
 }
