@@ -20,7 +20,7 @@ struct ModelPreset {
   bool tied_embeddings;
 };
 
-// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b".
+// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary).
 const std::vector<ModelPreset>& ModelPresets();
 
 struct SyntheticModelOptions {
