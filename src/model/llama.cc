@@ -8,38 +8,10 @@
 
 #include "base/aligned_buffer.h"
 #include "kernels/kernels.h"
+#include "model/linear.h"
 
 namespace ferry {
 namespace {
-
-// A weight matrix: [n_out, n_in] rows of `type`, used in place, or repacked once at load into
-// the kernels' interleaved streaming layout (q4_0, q8_0, int4; see kernels/packed_layout.h).
-struct Linear {
-  const void* data = nullptr;
-  DType type = DType::kF32;
-  int64_t n_out = 0, n_in = 0;
-  size_t bytes = 0;
-  std::shared_ptr<const AlignedBuffer> packed;  // [PackedBytes] or null (shared by copies)
-
-  // Repacks when the kernels have a packed layout for the type and `repack` is set; types
-  // with no other kernel are always packed.
-  void MaybePack(bool repack, ThreadPool* pool) {
-    if (packed || !kernels::CanPack(type, n_in)) return;
-    if (!repack && kernels::CanMatMul(type)) return;
-    auto buf = std::make_shared<AlignedBuffer>(kernels::PackedBytes(type, n_out, n_in));
-    kernels::PackWeights(type, data, n_out, n_in, buf->data(), pool);
-    packed = std::move(buf);
-  }
-
-  // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
-  void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
-    if (packed) {
-      kernels::MatMulPacked(packed->data(), type, n_out, n_in, x, n_tok, y, pool);
-    } else {
-      kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
-    }
-  }
-};
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
@@ -54,19 +26,7 @@ class WeightReader {
   WeightReader(const formats::WeightSource& src) : src_(src) {}
 
   StatusOr<Linear> Matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
-    const formats::TensorRef* t = src_.FindTensor(name);
-    if (!t) return NotFoundError("'{}': tensor '{}' is missing", src_.path(), name);
-    if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in)
-      return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src_.path(), name,
-                                  t->ShapeString(), n_out, n_in);
-    if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
-      return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src_.path(),
-                              name, DTypeName(t->dtype));
-    auto row = RowBytesChecked(t->dtype, n_in);
-    if (!row || *row * static_cast<size_t>(n_out) != t->nbytes)
-      return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src_.path(), name,
-                                  t->nbytes);
-    return Linear{t->data, t->dtype, n_out, n_in, t->nbytes, nullptr};
+    return LoadLinear(src_, name, n_out, n_in);  // model/linear.cc
   }
 
   // Small vectors (norms, biases) are converted to f32 once at load.
