@@ -10,7 +10,7 @@ namespace ferry {
 namespace {
 
 // Sizes follow ggml-common.h: e.g. q4_0 = fp16 scale + 16 bytes of nibbles per 32 weights.
-constexpr std::array<DTypeTraits, 21> kTable = {{
+constexpr std::array<DTypeTraits, 23> kTable = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -32,6 +32,8 @@ constexpr std::array<DTypeTraits, 21> kTable = {{
     {DType::kF64, "f64", 1, 8, false},
     {DType::kBF16, "bf16", 1, 2, false},
     {DType::kI4G128, "int4_g128", 128, 68, true},  // fp16 d, u8 zero, u8 pad, 64 B nibbles
+    {DType::kI4G32, "int4_g32", 32, 20, true},     // same layout, 16 B nibbles
+    {DType::kI4G64, "int4_g64", 64, 36, true},     // same layout, 32 B nibbles
 }};
 
 }  // namespace
@@ -59,6 +61,10 @@ std::optional<DType> DTypeFromName(std::string_view name) {
 
 std::optional<size_t> RowBytesChecked(DType t, int64_t n) {
   const DTypeTraits& tr = Traits(t);
+  if (IsFerryInt4(t)) {  // ragged last group allowed (dtype.h)
+    if (n < 0 || n > (int64_t{1} << 40)) return std::nullopt;
+    return FerryInt4RowBytes(tr.block_size, n);
+  }
   if (n < 0 || n % tr.block_size != 0) return std::nullopt;
   uint64_t blocks = static_cast<uint64_t>(n / tr.block_size);
   if (blocks > (UINT64_MAX / tr.block_bytes)) return std::nullopt;

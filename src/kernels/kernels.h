@@ -55,7 +55,8 @@ DType MatMulActivationType(DType t);
 // ---- Packed weights: repacked once at load, streamed by MatMulPacked -------------------
 // Layouts in kernels/packed_layout.h and docs/formats.md: 8 rows interleaved per group so one
 // 32-byte load feeds 8 rows, scales in their own plane. Types: q4_0, q8_0 (n_in % 32 == 0)
-// and int4_g128 (n_in % 128 == 0); any n_out (the last group is zero-padded).
+// and Ferry int4 (int4_g32/g64/g128, any n_in: a ragged last group, core/dtype.h); any n_out
+// (the last group is zero-padded).
 bool CanPack(DType t, int64_t n_in);
 // Bytes PackWeights writes for [n_out, n_in] weights of type t.
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);

@@ -39,10 +39,12 @@ struct PackedShape {
   DType type;
   int64_t n_out, n_in;
   int64_t group;  // int4 group size (32, 64, 128); 32 for q4_0/q8_0
-  int64_t nb() const { return n_in / 32; }
-  int64_t ng() const { return n_in / group; }
+  // Ceilings: a Ferry int4 row may end in a ragged group (core/dtype.h), padded to whole
+  // 32-element blocks; q4_0/q8_0 rows are whole blocks so these are exact for them.
+  int64_t nb() const { return (n_in + 31) / 32; }
+  int64_t ng() const { return (n_in + group - 1) / group; }
   int64_t n_groups() const { return (n_out + kPackRows - 1) / kPackRows; }
-  bool is_int4() const { return type == DType::kI4G128; }
+  bool is_int4() const { return IsFerryInt4(type); }
   size_t QsBytes() const { return static_cast<size_t>(nb()) * (type == DType::kQ8_0 ? 256 : 128); }
   size_t ScaleBytes() const {
     return is_int4() ? static_cast<size_t>(ng()) * 24 : static_cast<size_t>(nb()) * 16;
@@ -51,7 +53,7 @@ struct PackedShape {
   size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
   // Bytes of one row in the stored (unpacked) format.
   size_t SrcRowBytes() const {
-    return is_int4() ? static_cast<size_t>(ng()) * Int4GroupBytes(group) : RowBytes(type, n_in);
+    return is_int4() ? FerryInt4RowBytes(group, n_in) : RowBytes(type, n_in);
   }
 };
 
@@ -63,10 +65,11 @@ struct PackedAct {
   const float* d;
   const int32_t* s;
 };
-inline size_t PackedActBytes(int64_t n_in) { return static_cast<size_t>(n_in / 32) * 40; }
+// A row whose n_in is not a multiple of 32 (ragged int4 rows) is zero-padded to whole blocks.
+inline size_t PackedActBytes(int64_t n_in) { return static_cast<size_t>((n_in + 31) / 32) * 40; }
 inline PackedAct PackedActAt(const void* base, int64_t n_in) {
   const auto* p = static_cast<const uint8_t*>(base);
-  const int64_t nb = n_in / 32;
+  const int64_t nb = (n_in + 31) / 32;
   return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + nb * 32),
           reinterpret_cast<const int32_t*>(p + nb * 36)};
 }
@@ -82,7 +85,8 @@ inline constexpr int kMaxTileTokens = 4;
 using PackedTileFn = void (*)(const uint8_t* group, const PackedShape& shape, const PackedAct* act, int nt,
                               float* const* y);
 
-// Shape of [n_out, n_in] weights of type t (int4_group only matters for int4).
+// Shape of [n_out, n_in] weights of type t. int4_group only matters for int4_g128 (a test hook
+// for other group sizes); int4_g32/int4_g64 always use their own group.
 PackedShape MakePackedShape(DType t, int64_t n_out, int64_t n_in, int64_t int4_group);
 // PackWeights / UnpackWeights / MatMulPacked with an explicit int4 group size (32, 64 or 128;
 // the stored rows then use Int4GroupBytes(int4_group) per group): kernels and tests only.

@@ -33,7 +33,14 @@ uint8_t* ActScratch(size_t bytes) {
 namespace internal {
 
 void PreparePackedAct(const float* x, int64_t n_in, void* dst) {
-  const int64_t nb = n_in / 32;
+  const int64_t nb = (n_in + 31) / 32;
+  if (n_in % 32 != 0) {  // ragged int4 rows: quantize a zero-padded copy [nb * 32]
+    thread_local std::vector<float> padded;
+    padded.assign(static_cast<size_t>(nb * 32), 0.f);
+    std::copy_n(x, n_in, padded.data());
+    x = padded.data();
+    n_in = nb * 32;
+  }
   thread_local std::vector<block_q8_0> blocks;  // [nb]
   if (blocks.size() < static_cast<size_t>(nb)) blocks.resize(static_cast<size_t>(nb));
   Table().quantize_act[static_cast<int>(DType::kQ8_0)](x, blocks.data(), n_in);
@@ -55,7 +62,7 @@ void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in,
   if (n_out <= 0 || n_tok <= 0) return;
   const KernelTable& tab = Table();
   const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
-  FERRY_DCHECK(n_in % sh.group == 0 && n_in % 32 == 0);
+  FERRY_DCHECK(sh.is_int4() || (n_in % sh.group == 0 && n_in % 32 == 0));
   const size_t act_row = PackedActBytes(n_in);
   uint8_t* act_buf = ActScratch(act_row * static_cast<size_t>(n_tok));
   auto quant_range = [&](int64_t t0, int64_t t1) {

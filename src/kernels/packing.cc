@@ -1,5 +1,6 @@
 // PackWeights / UnpackWeights: row-major q4_0, q8_0 and int4 rows <-> the 8-row interleaved
 // layout of kernels/packed_layout.h. Pure byte moves: the round trip is bit-exact.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/dispatch.h"
@@ -11,6 +12,7 @@ namespace ferry::kernels {
 namespace internal {
 
 PackedShape MakePackedShape(DType t, int64_t n_out, int64_t n_in, int64_t int4_group) {
+  if (t == DType::kI4G32 || t == DType::kI4G64) return {t, n_out, n_in, FerryInt4Group(t)};
   return {t, n_out, n_in, t == DType::kI4G128 ? int4_group : 32};
 }
 
@@ -47,7 +49,8 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
       mv(dsc + (g * kPackRows + r) * 2, src, 2);
       mv(zs + g * kPackRows + r, src + 2, 1);
       if (!kToPacked) src[3] = 0;
-      for (int64_t k = 0; k < bpg; ++k)
+      const int64_t blocks = std::min(bpg, nb - g * bpg);  // fewer in a ragged last group
+      for (int64_t k = 0; k < blocks; ++k)
         for (int j = 0; j < 4; ++j) mv(qs + (g * bpg + k) * 128 + j * 32 + 4 * r, src + 4 + 16 * k + 4 * j, 4);
     }
   }
@@ -59,7 +62,7 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
 bool CanPack(DType t, int64_t n_in) {
   if (n_in <= 0) return false;
   if (t == DType::kQ4_0 || t == DType::kQ8_0) return n_in % 32 == 0;
-  if (t == DType::kI4G128) return n_in % internal::kInt4Group == 0;
+  if (IsFerryInt4(t)) return true;  // any n_in: ragged last group (core/dtype.h)
   return false;
 }
 

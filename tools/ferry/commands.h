@@ -24,6 +24,10 @@ Runner AddTemplateCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddMakeModelCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+// Offline quantization tools (quant/): calibrate, quantize, prune.
+Runner AddCalibrateCommand(CLI::App& app);
+Runner AddQuantizeCommand(CLI::App& app);
+Runner AddPruneCommand(CLI::App& app);
 // Parts of `ferry bench`: options of the default model benchmark on `bench` itself, and nested
 // benchmark subcommands (each adds one subcommand to `bench`).
 Runner AddBenchModelOptions(CLI::App& bench);

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   add(&AddInfoCommand);
   add(&AddMakeModelCommand);
   add(&AddBenchCommand);
+  add(&AddCalibrateCommand);
+  add(&AddQuantizeCommand);
+  add(&AddPruneCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

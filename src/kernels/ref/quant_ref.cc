@@ -407,6 +407,7 @@ bool CanDequantize(DType t) {
     case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
     case DType::kQ8_1: case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K:
     case DType::kQ5_K: case DType::kQ6_K: case DType::kQ8_K: case DType::kI4G128:
+    case DType::kI4G32: case DType::kI4G64:
       return true;
     default:
       return false;
@@ -439,7 +440,7 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
     case DType::kQ5_K: DeqQ5_K(static_cast<const block_q5_K*>(src), dst, nb); break;
     case DType::kQ6_K: DeqQ6_K(static_cast<const block_q6_K*>(src), dst, nb); break;
     case DType::kQ8_K: DeqQ8_K(static_cast<const block_q8_K*>(src), dst, nb); break;
-    case DType::kI4G128: DequantizeRowInt4(src, dst, n, internal::kInt4Group); break;
+    case DType::kI4G128: case DType::kI4G32: case DType::kI4G64: DequantizeRowInt4(src, dst, n, FerryInt4Group(t)); break;
     default: break;  // callers check CanDequantize
   }
 }
@@ -449,6 +450,7 @@ bool CanQuantize(DType t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ4_0:
     case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
     case DType::kQ8_1: case DType::kQ8_K: case DType::kQ4_K: case DType::kQ6_K: case DType::kI4G128:
+    case DType::kI4G32: case DType::kI4G64:
       return true;
     default:
       return false;
@@ -470,7 +472,7 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     case DType::kQ8_K: QuantizeActQ8_K(src, dst, n); break;
     case DType::kQ4_K: QuantizeRowQ4_K(src, dst, n); break;
     case DType::kQ6_K: QuantizeRowQ6_K(src, dst, n); break;
-    case DType::kI4G128: QuantizeRowInt4(src, dst, n, internal::kInt4Group); break;
+    case DType::kI4G128: case DType::kI4G32: case DType::kI4G64: QuantizeRowInt4(src, dst, n, FerryInt4Group(t)); break;
     default: break;  // callers check CanQuantize
   }
 }
