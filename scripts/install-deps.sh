@@ -7,6 +7,7 @@ PKGS=(
   nlohmann-json3-dev    # JSON: safetensors headers, config.json, tokenizer.json
   libcli11-dev          # the ferry command line
   libpcre2-dev          # PCRE2 regexes (Unicode properties, JIT) for byte-level BPE pre-tokenizers
+  libcpp-httplib-dev    # HTTP server/client for `ferry serve` and `ferry bench serve`
   libgtest-dev libgmock-dev  # unit tests
   libbenchmark-dev      # kernel microbenchmarks
   clang libclang-rt-14-dev   # libFuzzer + ASan/UBSan for the parser fuzz targets

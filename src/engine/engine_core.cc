@@ -80,6 +80,8 @@ EngineStats EngineCore::Stats() const {
   s.running = scheduler_->num_running();
   s.waiting = scheduler_->num_waiting();
   s.kv_usage = kv_->Usage();
+  s.kv_blocks = kv_->num_blocks();
+  s.kv_free_blocks = kv_->NumFreeBlocks();
   return s;
 }
 

@@ -23,6 +23,8 @@ struct RequestOptions {
   // Parallel sampling: n branches sharing the prompt's blocks. Branch i samples with seed
   // sampling.seed + i (a fixed seed), so it equals an independent request with that seed.
   int32_t n = 1;
+  // >= 0: report each sampled token's log-probability (raw logits) and this many top alternatives.
+  int32_t logprobs = -1;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };

@@ -20,6 +20,7 @@ Runner AddTemplateCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddMakeModelCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 // Parts of `ferry bench`: options of the default model benchmark on `bench` itself, and nested
 // benchmark subcommands (each adds one subcommand to `bench`).
 Runner AddBenchModelOptions(CLI::App& bench);

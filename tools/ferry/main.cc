@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   add(&AddInfoCommand);
   add(&AddMakeModelCommand);
   add(&AddBenchCommand);
+  add(&AddServeCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
