@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "base/log.h"
@@ -37,6 +39,31 @@ void Send(Reply r, httplib::Response& res) {
 
 void SendError(const ApiError& e, httplib::Response& res) {
   Send(Reply::Error(e), res);
+}
+
+// A POST route whose body is read through a size check, so that oversized bodies, also
+// chunked ones (which httplib's payload limit does not cover), are refused part-way with 413.
+void PostRoute(httplib::Server& http, const char* path, size_t max_body,
+               std::function<Reply(std::string_view)> fn) {
+  http.Post(path, [max_body, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res,
+                                                 const httplib::ContentReader& reader) {
+    std::string body;
+    const std::string length = req.get_header_value("Content-Length");
+    bool too_big = !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > max_body;
+    const bool read = !too_big && reader([&](const char* data, size_t len) {
+      too_big = body.size() + len > max_body;
+      if (!too_big) body.append(data, len);
+      return !too_big;
+    });
+    if (too_big) {
+      res.set_header("Connection", "close");  // the rest of the body is never read
+      return SendError({413, "The request body is larger than the server's limit of " +
+                                 std::to_string(max_body) + " bytes (--max-body-bytes)."},
+                       res);
+    }
+    if (!read) return SendError({400, "The request body could not be read."}, res);
+    Send(fn(body), res);
+  });
 }
 
 }  // namespace
@@ -94,20 +121,14 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
         res);
     return httplib::Server::HandlerResponse::Handled;
   });
-  http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
-    Send(service.Completions(req.body), res);
-  });
-  http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
-    Send(service.ChatCompletions(req.body), res);
-  });
-  http.Get("/v1/models",
-           [&](const httplib::Request&, httplib::Response& res) { Send(service.Models(), res); });
-  http.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) {
-    Send(service.Tokenize(req.body), res);
-  });
-  http.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) {
-    Send(service.Detokenize(req.body), res);
-  });
+  const size_t max_body = config.max_body_bytes;
+  PostRoute(http, "/v1/completions", max_body,
+            [&](std::string_view body) { return service.Completions(body); });
+  PostRoute(http, "/v1/chat/completions", max_body,
+            [&](std::string_view body) { return service.ChatCompletions(body); });
+  PostRoute(http, "/tokenize", max_body, [&](std::string_view body) { return service.Tokenize(body); });
+  PostRoute(http, "/detokenize", max_body, [&](std::string_view body) { return service.Detokenize(body); });
+  http.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) { Send(service.Models(), res); });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     if (Status st = engine->EngineStatus(); !st.ok())
       return SendError({503, "the engine has failed: " + st.ToString()}, res);

@@ -275,6 +275,22 @@ TEST_F(ServerTest, InvalidRequestsGetOpenAiErrors) {
   ExpectError(Get(*server_, "/v1/nothing"), 404);
   // Oversized bodies are refused (the limit is 20000 bytes here).
   ExpectError(Post(*server_, "/v1/completions", json{{"prompt", std::string(30000, 'a')}}.dump()), 413);
+  // Also when sent chunked (no Content-Length): refused part-way.
+  {
+    httplib::Client c = server_->Client();
+    const std::string big = json{{"prompt", std::string(30000, 'a')}}.dump();
+    httplib::Result chunked = c.Post(
+        "/v1/completions",
+        [&](size_t offset, httplib::DataSink& sink) {
+          const size_t n = std::min<size_t>(4096, big.size() - offset);
+          if (n > 0) sink.write(big.data() + offset, n);
+          if (offset + n == big.size()) sink.done();
+          return true;
+        },
+        "application/json");
+    ASSERT_TRUE(chunked);
+    EXPECT_EQ(chunked->status, 413) << chunked->body;
+  }
   // The server is still fine.
   EXPECT_EQ(Get(*server_, "/health").status, 200);
 }

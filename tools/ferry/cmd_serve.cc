@@ -33,7 +33,7 @@ Runner AddServeCommand(CLI::App& app) {
                   "a Jinja2 chat template file (default: the model's, else ChatML)");
   cmd->add_option("--max-waiting", s.max_waiting, "queued requests before answering 503")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body (413 above)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
