@@ -23,3 +23,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The OpenAI Node SDK test (tests/server/node) needs its npm packages; optional without node.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if command -v npm >/dev/null 2>&1; then
+  (cd "$root/tests/server/node" && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "install-deps: npm ci in tests/server/node failed; the Node SDK test will be skipped"
+else
+  echo "install-deps: npm not found; the OpenAI Node SDK test (tests/server/node) will be skipped"
+fi
