@@ -67,7 +67,9 @@ void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOpt
     if (p.seed != SamplingParams{}.seed) p.seed += static_cast<uint64_t>(b);
     req->fork_samplers.emplace_back(p, n_vocab);
   }
-  if (proposer_)
+  // A request that asks for logprobs decodes plainly: verification samples from adjusted
+  // distributions, and every token's raw logprobs come from the plain sampling path.
+  if (proposer_ && options.logprobs < 0)
     req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens, spec_config_.adaptive);
   req->times.arrival = arrival;
   scheduler_->Add(std::move(req));
@@ -121,6 +123,8 @@ EngineStats EngineCore::Stats() const {
   s.running = scheduler_->num_running();
   s.waiting = scheduler_->num_waiting();
   s.kv_usage = kv_->Usage();
+  s.kv_blocks = kv_->num_blocks();
+  s.kv_free_blocks = kv_->NumFreeBlocks();
   return s;
 }
 

@@ -31,6 +31,7 @@ RequestMetrics ComputeRequestMetrics(const Request& r);
 struct EngineStats {
   int32_t running = 0, waiting = 0;
   double kv_usage = 0;                 // fraction of blocks referenced now
+  int32_t kv_blocks = 0, kv_free_blocks = 0;  // KV blocks in all / not referenced now
   int64_t steps = 0;
   int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
   int64_t prefill_tokens_computed = 0; // tokens computed other than single-token decodes

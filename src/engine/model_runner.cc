@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "spec/verifier.h"
+#include "sampling/logprobs.h"
 
 namespace ferry {
 
@@ -28,6 +29,7 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
 
   RunnerOutput result;
   result.sampled.resize(out.scheduled.size());
+  result.logprobs.resize(out.scheduled.size());
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].WantsLogits()) continue;
@@ -43,10 +45,12 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     }
     ++row;
     std::span<const int32_t> history(r.tokens);
-    if (r.fork_samplers.empty()) {
+    const bool want_logprobs = r.options.logprobs >= 0;
+    if (r.fork_samplers.empty() && !want_logprobs) {
       result.sampled[i].push_back(r.sampler.Sample(logits, history));
       continue;
     }
+    // Samplers modify logits in place: keep the raw row for further branches and logprobs.
     // First sample of a request with n > 1: every branch samples the same logits.
     row_.assign(logits, logits + n_vocab);
     result.sampled[i].push_back(r.sampler.Sample(logits, history));
@@ -54,6 +58,9 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
       std::vector<float> copy(row_);
       result.sampled[i].push_back(s.Sample(copy.data(), history));
     }
+    if (want_logprobs)
+      for (int32_t token : result.sampled[i])
+        result.logprobs[i].push_back(ComputeLogprobs(row_.data(), n_vocab, token, r.options.logprobs));
   }
   return result;
 }

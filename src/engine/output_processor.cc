@@ -18,6 +18,7 @@ void OutputProcessor::Process(const std::vector<SeqEvent>& events, Scheduler& sc
     o.id = e.req->id;
     o.branch = e.req->branch;
     o.token_ids.push_back(e.token);
+    if (e.req->options.logprobs >= 0) o.logprobs.push_back(e.logprobs);
     if (tok_) {
       TextState& s = State(e.req);
       o.text = s.stops.Push(s.detok.Push(e.token));

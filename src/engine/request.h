@@ -27,6 +27,8 @@ struct RequestOptions {
   // Speculative decoding: draft tokens per step when the engine speculates (-1: the engine's
   // --spec-tokens, 0: this request does not speculate).
   int32_t spec_tokens = -1;
+  // >= 0: report each sampled token's log-probability (raw logits) and this many top alternatives.
+  int32_t logprobs = -1;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };

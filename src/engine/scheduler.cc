@@ -188,10 +188,11 @@ std::unique_ptr<Request> Scheduler::Fork(Request& parent, size_t branch) {
   return child;
 }
 
-void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events) {
+void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events,
+                            TokenLogprobs logprobs) {
   if (!r->options.ignore_eos && is_eog_ && is_eog_(token)) {
     Retire(r, RequestStatus::kFinishedStop);
-    events.push_back({r, -1});
+    events.push_back({r, -1, {}});
     return;
   }
   r->tokens.push_back(token);
@@ -203,7 +204,7 @@ void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<S
   }
   t.last_token = now;
   ++stats_.output_tokens;
-  events.push_back({r, token});
+  events.push_back({r, token, std::move(logprobs)});
   if (r->num_output() >= r->options.max_tokens || r->num_tokens() >= config_.max_seq_len)
     Retire(r, RequestStatus::kFinishedLength);
 }
@@ -249,8 +250,12 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
       }
       r->fork_samplers.clear();
     }
-    AppendToken(r, sampled[0], now, events);
-    for (size_t b = 0; b < kids.size(); ++b) AppendToken(kids[b], sampled[b + 1], now, events);
+    auto lp = [&](size_t b) {
+      return i < result.logprobs.size() && b < result.logprobs[i].size() ? result.logprobs[i][b]
+                                                                         : TokenLogprobs{};
+    };
+    AppendToken(r, sampled[0], now, events, lp(0));
+    for (size_t b = 0; b < kids.size(); ++b) AppendToken(kids[b], sampled[b + 1], now, events, lp(b + 1));
   }
   return events;
 }

@@ -16,6 +16,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
+#include "sampling/logprobs.h"
 
 namespace ferry {
 
@@ -53,12 +54,15 @@ struct SchedulerOutput {
 struct RunnerOutput {
   std::vector<std::vector<int32_t>> sampled;
   std::vector<int32_t> num_accepted;  // [scheduled] (empty: no drafts this step)
+  // Parallel to `sampled`, filled for requests with options.logprobs >= 0 (else empty).
+  std::vector<std::vector<TokenLogprobs>> logprobs;
 };
 
 // One emitted token (or a finish) of one branch after a step.
 struct SeqEvent {
   Request* req;
   int32_t token = -1;  // -1: no new token (e.g. finished on end-of-generation)
+  TokenLogprobs logprobs;  // of `token`, when its request asked for them
 };
 
 class Scheduler {
@@ -99,7 +103,8 @@ class Scheduler {
   void Preempt(Request* r);
   int32_t RunningSeqs() const;  // running branches, counting unforked branches of parents
   bool Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool schedule_now);
-  void AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events);
+  void AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events,
+                   TokenLogprobs logprobs = {});
   std::unique_ptr<Request> Fork(Request& parent, size_t branch);
   void Retire(Request* r, RequestStatus why);
 
