@@ -104,6 +104,7 @@ Status EngineCore::Propose() {
     r->spec.ClearDraft();
     // Only single-token decodes speculate (not prefill chunks, not a parent before its fork).
     if (r->spec.max_k <= 0 || r->num_pending() != 1 || r->num_output() == 0 || !r->fork_samplers.empty()) continue;
+    if (!r->spec.ShouldDraft()) continue;
     // Room: every accepted draft plus one token must fit the output and the context.
     const int32_t room = std::min(r->options.max_tokens - r->num_output(), max_seq_len - r->num_tokens()) - 1;
     if (room > 0) requests.push_back({r->tokens, &r->sampler, &r->spec, room});

@@ -217,5 +217,37 @@ TEST(NgramLookup, DraftsWhatFollowedTheMostRecentMatch) {
   EXPECT_EQ(NgramLookup(std::vector<int32_t>{8, 8}, 2, 4), (std::vector<int32_t>{8}));
 }
 
+TEST(SpecState, AdaptsKAndPausesWhileNothingIsAccepted) {
+  SpecState s;
+  s.Enable(4, /*adapt=*/true);
+  s.OnVerified(4, 4);
+  EXPECT_EQ(s.k, 4);  // capped at max_k
+  s.OnVerified(4, 0);
+  EXPECT_EQ(s.k, 2);
+  s.OnVerified(2, 0);
+  EXPECT_EQ(s.k, 1);
+  EXPECT_TRUE(s.ShouldDraft());
+  s.OnVerified(1, 0);  // nothing even at k = 1: pause 2 steps
+  EXPECT_FALSE(s.ShouldDraft());
+  EXPECT_FALSE(s.ShouldDraft());
+  EXPECT_TRUE(s.ShouldDraft());
+  s.OnVerified(1, 0);  // again: pause 4 steps
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(s.ShouldDraft());
+  EXPECT_TRUE(s.ShouldDraft());
+  s.OnVerified(1, 1);  // accepted: grows again, misses reset
+  EXPECT_EQ(s.k, 2);
+  EXPECT_EQ(s.misses, 0);
+  EXPECT_EQ(s.num_drafted, 14);
+  EXPECT_EQ(s.num_accepted, 5);
+  SpecState fixed;
+  fixed.Enable(3, /*adapt=*/false);
+  fixed.OnVerified(3, 0);
+  EXPECT_EQ(fixed.k, 3);
+  EXPECT_TRUE(fixed.ShouldDraft());
+  SpecState off;
+  off.Enable(0, true);
+  EXPECT_FALSE(off.ShouldDraft());
+}
+
 }  // namespace
 }  // namespace ferry::spec
