@@ -237,7 +237,7 @@ TEST(SpecState, AdaptsKAndPausesWhileNothingIsAccepted) {
   s.OnVerified(1, 1);  // accepted: grows again, misses reset
   EXPECT_EQ(s.k, 2);
   EXPECT_EQ(s.misses, 0);
-  EXPECT_EQ(s.num_drafted, 14);
+  EXPECT_EQ(s.num_drafted, 13);
   EXPECT_EQ(s.num_accepted, 5);
   SpecState fixed;
   fixed.Enable(3, /*adapt=*/false);
