@@ -211,10 +211,12 @@ TEST(NgramLookup, DraftsWhatFollowedTheMostRecentMatch) {
   // Last 3 tokens {1,2,3} first occur at 0 -> {4, 5}; the most recent {2,3} is at 6 -> {6, 7}.
   EXPECT_EQ(NgramLookup(t, 3, 2), (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(NgramLookup(t, 2, 2), (std::vector<int32_t>{6, 7}));
-  EXPECT_EQ(NgramLookup(t, 3, 20), (std::vector<int32_t>{4, 5, 9, 2, 3, 6, 7, 1, 2, 3}));
+  // Past the end the copy continues from itself: the sequence's period repeats.
+  EXPECT_EQ(NgramLookup(t, 3, 12), (std::vector<int32_t>{4, 5, 9, 2, 3, 6, 7, 1, 2, 3, 4, 5}));
   EXPECT_TRUE(NgramLookup(std::vector<int32_t>{1, 2, 3}, 2, 4).empty());
   EXPECT_TRUE(NgramLookup(std::vector<int32_t>{}, 2, 4).empty());
-  EXPECT_EQ(NgramLookup(std::vector<int32_t>{8, 8}, 2, 4), (std::vector<int32_t>{8}));
+  EXPECT_EQ(NgramLookup(std::vector<int32_t>{8, 8}, 2, 4), (std::vector<int32_t>{8, 8, 8, 8}));
+  EXPECT_EQ(NgramLookup(std::vector<int32_t>{1, 5, 6, 5, 6}, 2, 5), (std::vector<int32_t>{5, 6, 5, 6, 5}));
 }
 
 TEST(SpecState, AdaptsKAndPausesWhileNothingIsAccepted) {
