@@ -38,11 +38,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
   EngineCore* self = e.get();
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->kv_, std::move(is_eog), [self] { return self->Now(); });
   e->spec_config_ = config.spec;
-  FERRY_ASSIGN_OR_RETURN(e->proposer_,
-                         spec::CreateProposer(config.spec, mc,
-                                              spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
-                                                                  sc.max_num_seqs, sc.max_seq_len},
-                                              e->pool_.get()));
+  FERRY_ASSIGN_OR_RETURN(
+      e->proposer_,
+      spec::CreateProposer(config.spec, mc,
+                           spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
+                                               sc.max_num_seqs, sc.max_seq_len},
+                           e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get());
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   return e;
@@ -54,7 +55,8 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
     if (t < 0 || t >= n_vocab) return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
   if (options.spec_tokens > 32)
-    return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}", options.spec_tokens);
+    return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}",
+                                options.spec_tokens);
   return scheduler_->Validate(static_cast<int32_t>(prompt.size()), options);
 }
 
@@ -68,7 +70,8 @@ void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOpt
     req->fork_samplers.emplace_back(p, n_vocab);
   }
   if (proposer_)
-    req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens, spec_config_.adaptive);
+    req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens,
+                     spec_config_.adaptive);
   req->times.arrival = arrival;
   scheduler_->Add(std::move(req));
 }
@@ -103,7 +106,8 @@ Status EngineCore::Propose() {
   for (Request* r : scheduler_->running()) {
     r->spec.ClearDraft();
     // Only single-token decodes speculate (not prefill chunks, not a parent before its fork).
-    if (r->spec.max_k <= 0 || r->num_pending() != 1 || r->num_output() == 0 || !r->fork_samplers.empty()) continue;
+    if (r->spec.max_k <= 0 || r->num_pending() != 1 || r->num_output() == 0 || !r->fork_samplers.empty())
+      continue;
     if (!r->spec.ShouldDraft()) continue;
     // Room: every accepted draft plus one token must fit the output and the context.
     const int32_t room = std::min(r->options.max_tokens - r->num_output(), max_seq_len - r->num_tokens()) - 1;
