@@ -38,11 +38,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
   EngineCore* self = e.get();
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->kv_, std::move(is_eog), [self] { return self->Now(); });
   e->spec_config_ = config.spec;
-  FERRY_ASSIGN_OR_RETURN(e->proposer_,
-                         spec::CreateProposer(config.spec, mc,
-                                              spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
-                                                                  sc.max_num_seqs, sc.max_seq_len},
-                                              e->pool_.get()));
+  FERRY_ASSIGN_OR_RETURN(
+      e->proposer_,
+      spec::CreateProposer(config.spec, mc,
+                           spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
+                                               sc.max_num_seqs, sc.max_seq_len},
+                           e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get());
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   return e;
@@ -54,7 +55,8 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
     if (t < 0 || t >= n_vocab) return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
   if (options.spec_tokens > 32)
-    return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}", options.spec_tokens);
+    return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}",
+                                options.spec_tokens);
   return scheduler_->Validate(static_cast<int32_t>(prompt.size()), options);
 }
 
@@ -105,7 +107,9 @@ Status EngineCore::Propose() {
   for (Request* r : scheduler_->running()) {
     r->spec.ClearDraft();
     // Only single-token decodes speculate (not prefill chunks, not a parent before its fork).
-    if (r->spec.max_k <= 0 || r->num_pending() != 1 || r->num_output() == 0 || !r->fork_samplers.empty()) continue;
+    if (r->spec.max_k <= 0 || r->num_pending() != 1 || r->num_output() == 0 || !r->fork_samplers.empty())
+      continue;
+    if (!r->spec.ShouldDraft()) continue;
     // Room: every accepted draft plus one token must fit the output and the context.
     const int32_t room = std::min(r->options.max_tokens - r->num_output(), max_seq_len - r->num_tokens()) - 1;
     if (room > 0) requests.push_back({r->tokens, &r->sampler, &r->spec, room});

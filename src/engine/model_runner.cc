@@ -20,8 +20,10 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     for (int32_t p = r.num_computed; p < end; ++p)
       batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p + 1 == end && s.WantsLogits());
     // Drafts follow the last real token; the target scores every one of them in this pass.
-    FERRY_CHECK(s.num_draft == 0 || (s.WantsLogits() && s.num_draft <= static_cast<int32_t>(r.spec.draft.size())));
-    for (int32_t j = 0; j < s.num_draft; ++j) batch_.Add(r.spec.draft[static_cast<size_t>(j)], end + j, slot, true);
+    FERRY_CHECK(s.num_draft == 0 ||
+                (s.WantsLogits() && s.num_draft <= static_cast<int32_t>(r.spec.draft.size())));
+    for (int32_t j = 0; j < s.num_draft; ++j)
+      batch_.Add(r.spec.draft[static_cast<size_t>(j)], end + j, slot, true);
   }
   const int32_t n_vocab = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.NumLogits()) * static_cast<size_t>(n_vocab));
@@ -87,7 +89,8 @@ spec::Verification ModelRunner::Verify(Request& r, int32_t num_draft, float* log
     if (j < num_draft) history_.push_back(draft[static_cast<size_t>(j)]);
   }
   std::span<const float> q;  // empty for deterministic drafts (n-gram lookup)
-  if (!r.spec.draft_probs.empty()) q = std::span<const float>(r.spec.draft_probs).first(static_cast<size_t>(num_draft) * nv);
+  if (!r.spec.draft_probs.empty())
+    q = std::span<const float>(r.spec.draft_probs).first(static_cast<size_t>(num_draft) * nv);
   return spec::VerifySampled(probs_, q, draft, n_vocab, r.sampler);
 }
 

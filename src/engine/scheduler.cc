@@ -220,7 +220,8 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
     if (const int32_t drafted = out.scheduled[i].num_draft; drafted > 0) {
       // Speculative step: the accepted drafts' K/V stay, the rejected ones' are rolled back.
       const int32_t accepted = result.num_accepted[i];
-      FERRY_CHECK(accepted >= 0 && accepted <= drafted && sampled.size() == static_cast<size_t>(accepted) + 1);
+      FERRY_CHECK(accepted >= 0 && accepted <= drafted &&
+                  sampled.size() == static_cast<size_t>(accepted) + 1);
       r->num_computed += out.scheduled[i].num_tokens + accepted;
       kv_.Truncate(r->kv, r->num_computed);
       r->spec.OnVerified(drafted, accepted);

@@ -11,8 +11,12 @@ std::vector<int32_t> NgramLookup(std::span<const int32_t> tokens, int32_t max_n,
     // Most recent match first: start positions s < len - n, scanning backwards.
     for (int64_t s = len - n - 1; s >= 0; --s) {
       if (!std::equal(tail.begin(), tail.end(), tokens.begin() + s)) continue;
-      const int64_t from = s + n, to = std::min(len, from + k);
-      return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + to);
+      // Copy what followed; past the end, keep copying from the draft itself (a match just
+      // before the end of a repeating sequence continues the repetition, as LZ77 copies do).
+      std::vector<int32_t> draft;
+      for (int64_t i = s + n; static_cast<int32_t>(draft.size()) < k; ++i)
+        draft.push_back(i < len ? tokens[static_cast<size_t>(i)] : draft[static_cast<size_t>(i - len)]);
+      return draft;
     }
   }
   return {};

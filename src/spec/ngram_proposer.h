@@ -12,8 +12,8 @@
 
 namespace ferry::spec {
 
-// The up to `k` tokens after the most recent earlier match of the last n tokens of `tokens`,
-// trying n = max_n .. 1; empty if nothing matches.
+// The k tokens after the most recent earlier match of the last n tokens of `tokens`, trying
+// n = max_n .. 1 (continuing periodically past the end); empty if nothing matches.
 std::vector<int32_t> NgramLookup(std::span<const int32_t> tokens, int32_t max_n, int32_t k);
 
 class NgramProposer final : public Proposer {

@@ -255,6 +255,44 @@ TEST_F(SpecEngineTest, PromptLookupAcceptsMostDraftsOnRepeatingInput) {
               static_cast<long long>(r.stats.spec_draft_tokens), r.stats.SpecMeanAcceptedTokens());
 }
 
+TEST_F(SpecEngineTest, StopStringsCutSpeculativeStepsExactlyAsPlainDecoding) {
+  FERRY_REQUIRE_ASSET("stories260K.gguf");
+  auto lm = LoadModel(testing::AssetPath("stories260K.gguf"));
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  const std::string passage = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ";
+  std::vector<int32_t> prompt = lm->tokenizer->Encode(passage + passage + "Once upon a time,", true, false);
+  auto run = [&](bool speculate) {
+    EngineConfig c = Config(4);
+    if (speculate) c.spec.ngram = 3;
+    auto core = EngineCore::Create(*lm->model, &*lm->tokenizer, c);
+    EXPECT_TRUE(core.ok());
+    RequestOptions o = Greedy(60);
+    o.stop = {"play"};
+    (*core)->Add(0, prompt, o, (*core)->Now());
+    std::vector<int32_t> ids;
+    std::string text, reason;
+    int outputs_per_step_max = 0;
+    while ((*core)->HasWork()) {
+      auto outs = (*core)->Step();
+      EXPECT_TRUE(outs.ok());
+      outputs_per_step_max = std::max(outputs_per_step_max, static_cast<int>(outs->size()));
+      for (const RequestOutput& out : *outs) {
+        ids.insert(ids.end(), out.token_ids.begin(), out.token_ids.end());
+        text += out.text;
+        if (out.finished) reason = out.finish_reason;
+      }
+    }
+    EXPECT_EQ(outputs_per_step_max, 1);  // one output per branch and step
+    EXPECT_EQ(reason, "stop");
+    EXPECT_EQ(text.find("play"), std::string::npos) << text;
+    return std::make_pair(ids, text);
+  };
+  auto plain = run(false), spec = run(true);
+  EXPECT_EQ(plain.second, spec.second);
+  EXPECT_EQ(plain.first, spec.first);
+  EXPECT_FALSE(plain.second.empty());
+}
+
 // Exact target probabilities of every continuation of `n` tokens after `prompt` (plain
 // forward passes of the target on a contiguous cache, one per prefix).
 void ExactContinuations(LoadedModel& lm, const SamplingParams& sp, std::vector<int32_t> seq, int n,

@@ -211,10 +211,44 @@ TEST(NgramLookup, DraftsWhatFollowedTheMostRecentMatch) {
   // Last 3 tokens {1,2,3} first occur at 0 -> {4, 5}; the most recent {2,3} is at 6 -> {6, 7}.
   EXPECT_EQ(NgramLookup(t, 3, 2), (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(NgramLookup(t, 2, 2), (std::vector<int32_t>{6, 7}));
-  EXPECT_EQ(NgramLookup(t, 3, 20), (std::vector<int32_t>{4, 5, 9, 2, 3, 6, 7, 1, 2, 3}));
+  // Past the end the copy continues from itself: the sequence's period repeats.
+  EXPECT_EQ(NgramLookup(t, 3, 12), (std::vector<int32_t>{4, 5, 9, 2, 3, 6, 7, 1, 2, 3, 4, 5}));
   EXPECT_TRUE(NgramLookup(std::vector<int32_t>{1, 2, 3}, 2, 4).empty());
   EXPECT_TRUE(NgramLookup(std::vector<int32_t>{}, 2, 4).empty());
-  EXPECT_EQ(NgramLookup(std::vector<int32_t>{8, 8}, 2, 4), (std::vector<int32_t>{8}));
+  EXPECT_EQ(NgramLookup(std::vector<int32_t>{8, 8}, 2, 4), (std::vector<int32_t>{8, 8, 8, 8}));
+  EXPECT_EQ(NgramLookup(std::vector<int32_t>{1, 5, 6, 5, 6}, 2, 5), (std::vector<int32_t>{5, 6, 5, 6, 5}));
+}
+
+TEST(SpecState, AdaptsKAndPausesWhileNothingIsAccepted) {
+  SpecState s;
+  s.Enable(4, /*adapt=*/true);
+  s.OnVerified(4, 4);
+  EXPECT_EQ(s.k, 4);  // capped at max_k
+  s.OnVerified(4, 0);
+  EXPECT_EQ(s.k, 2);
+  s.OnVerified(2, 0);
+  EXPECT_EQ(s.k, 1);
+  EXPECT_TRUE(s.ShouldDraft());
+  s.OnVerified(1, 0);  // nothing even at k = 1: pause 2 steps
+  EXPECT_FALSE(s.ShouldDraft());
+  EXPECT_FALSE(s.ShouldDraft());
+  EXPECT_TRUE(s.ShouldDraft());
+  s.OnVerified(1, 0);  // again: pause 4 steps
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(s.ShouldDraft());
+  EXPECT_TRUE(s.ShouldDraft());
+  s.OnVerified(1, 1);  // accepted: grows again, misses reset
+  EXPECT_EQ(s.k, 2);
+  EXPECT_EQ(s.misses, 0);
+  EXPECT_EQ(s.num_drafted, 13);
+  EXPECT_EQ(s.num_accepted, 5);
+  SpecState fixed;
+  fixed.Enable(3, /*adapt=*/false);
+  fixed.OnVerified(3, 0);
+  EXPECT_EQ(fixed.k, 3);
+  EXPECT_TRUE(fixed.ShouldDraft());
+  SpecState off;
+  off.Enable(0, true);
+  EXPECT_FALSE(off.ShouldDraft());
 }
 
 }  // namespace

@@ -203,7 +203,9 @@ int RunBench(const BenchOpts& o) {
       spec_stats.spec_draft_s += st.spec_draft_s;
       spec_stats.spec_verify_s += st.spec_verify_s;
     }
-    spec_method = !o.spec.draft_quant.empty() ? "self-draft-q4" : !o.spec.draft_model.empty() ? "draft-model" : "ngram";
+    spec_method = !o.spec.draft_quant.empty()   ? "self-draft-q4"
+                  : !o.spec.draft_model.empty() ? "draft-model"
+                                                : "ngram";
   }
   const MeanSd engs = Stats(eng_tps), specs = Stats(spec_tps);
 
@@ -251,13 +253,14 @@ int RunBench(const BenchOpts& o) {
                 pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
                 kv_bytes / 1e6, eff * 100);
     if (!spec_tps.empty())
-      std::printf("speculative decode (%s, K %d) on the engine: %.2f +/- %.2f tok/s vs plain %.2f +/- %.2f tok/s "
-                  "(x%.2f); acceptance %.1f%%, mean accepted %.2f per verification; draft %.1f ms, verify %.1f ms "
-                  "per run\n",
-                  spec_method.c_str(), sc.num_tokens, specs.mean, specs.sd, engs.mean, engs.sd,
-                  engs.mean > 0 ? specs.mean / engs.mean : 0.0, spec_stats.SpecAcceptanceRate() * 100,
-                  spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
-                  spec_stats.spec_verify_s * 1e3 / o.reps);
+      std::printf(
+          "speculative decode (%s, K %d) on the engine: %.2f +/- %.2f tok/s vs plain %.2f +/- %.2f tok/s "
+          "(x%.2f); acceptance %.1f%%, mean accepted %.2f per verification; draft %.1f ms, verify %.1f ms "
+          "per run\n",
+          spec_method.c_str(), sc.num_tokens, specs.mean, specs.sd, engs.mean, engs.sd,
+          engs.mean > 0 ? specs.mean / engs.mean : 0.0, spec_stats.SpecAcceptanceRate() * 100,
+          spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
+          spec_stats.spec_verify_s * 1e3 / o.reps);
   }
   std::fflush(stdout);
   return 0;
@@ -278,7 +281,8 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   bench.add_flag("--json", o->json, "one JSON object per line");
   bench.add_flag("--no-repack", o->no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
   o->spec.Add(&bench);
-  bench.add_option("--spec-prompt", o->spec_prompt, "prompt text for the speculative runs (default: the random prompt)");
+  bench.add_option("--spec-prompt", o->spec_prompt,
+                   "prompt text for the speculative runs (default: the random prompt)");
   return [o]() -> int { return RunBench(*o); };
 }
 

@@ -59,8 +59,9 @@ int RunSpeculative(LoadedModel& lm, const std::vector<int32_t>& prompt, const Ge
                "speculative (%s, K %d): acceptance %.1f%%, mean accepted %.2f per verification (%lld), "
                "draft %.1f ms, verify %.1f ms\n",
                m.prompt_tokens, m.output_tokens, reason.c_str(), m.ttft_s * 1e3, decode_tps, threads,
-               (*core)->proposer()->name(), sc.num_tokens, st.SpecAcceptanceRate() * 100, st.SpecMeanAcceptedTokens(),
-               static_cast<long long>(st.spec_verifications), st.spec_draft_s * 1e3, st.spec_verify_s * 1e3);
+               (*core)->proposer()->name(), sc.num_tokens, st.SpecAcceptanceRate() * 100,
+               st.SpecMeanAcceptedTokens(), static_cast<long long>(st.spec_verifications),
+               st.spec_draft_s * 1e3, st.spec_verify_s * 1e3);
   return 0;
 }
 
