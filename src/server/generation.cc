@@ -104,8 +104,11 @@ json Generation::ChunkBase() const {
 }
 
 json Generation::Complete() {
-  while (!channel_->Done())
-    for (RequestOutput& o : channel_->Wait(std::chrono::milliseconds(200))) Apply(std::move(o));
+  while (!channel_->Done()) {
+    std::vector<RequestOutput> outs = channel_->Wait(std::chrono::milliseconds(200));
+    if (outs.empty() && !engine_->EngineStatus().ok()) break;  // no more outputs will come
+    for (RequestOutput& o : outs) Apply(std::move(o));
+  }
   json j;
   j["id"] = spec_.id;
   j["object"] = spec_.api == Api::kChat ? "chat.completion" : "text_completion";
@@ -124,7 +127,8 @@ json Generation::Complete() {
       choice["text"] = echo + c.text;
     }
     choice["logprobs"] = spec_.logprobs ? LogprobsJson(c, c.tokens, c.logprobs) : json();
-    choice["finish_reason"] = c.finish_reason;
+    choice["finish_reason"] =
+        c.finish_reason.empty() ? "abort" : c.finish_reason;  // empty: the engine failed
     j["choices"].push_back(std::move(choice));
   }
   j["usage"] = Usage();
@@ -160,7 +164,7 @@ bool Generation::Stream(const std::function<bool(std::string_view)>& write,
   }
   while (!channel_->Done()) {
     std::vector<RequestOutput> outs = channel_->Wait(std::chrono::milliseconds(100));
-    if (outs.empty() && !client_alive()) return Cancel(), false;
+    if (outs.empty() && (!client_alive() || !engine_->EngineStatus().ok())) return Cancel(), false;
     for (RequestOutput& o : outs) {
       Delta d = Apply(std::move(o));
       Choice& c = choices_[d.index];

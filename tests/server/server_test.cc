@@ -333,6 +333,29 @@ TEST_F(ServerTest, MetricsCountRequestsInPrometheusFormat) {
   EXPECT_GE(testing::Metric(*server_, "ferry:generation_tokens_total"), 3);
 }
 
+TEST_F(ServerTest, BenchServeReportsEveryRequest) {
+  const std::string cmd =
+      testing::FerryBinary() + " bench serve --url http://127.0.0.1:" + std::to_string(server_->port()) +
+      " --num-requests 6 --request-rate 200 --input-len 8:16 --output-len 5 --max-concurrency 3 --json";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["completed"], 6);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_EQ(j["total_output_tokens"], 30);
+  EXPECT_GE(j["total_input_tokens"].get<int>(), 6 * 8);
+  for (const char* k :
+       {"p50_ttft_ms", "p99_ttft_ms", "p90_tpot_ms", "p99_itl_ms", "p50_e2el_ms", "output_throughput"})
+    EXPECT_GT(j[k].get<double>(), 0) << k;
+  EXPECT_LE(j["p50_ttft_ms"].get<double>(), j["p99_ttft_ms"].get<double>());
+}
+
 // A second server: API key, a template file, and the model's template from the assets.
 TEST_F(ServerTest, ApiKeyAndChatTemplateFile) {
   const std::string tmpl = testing::TempDir() + "/t.jinja";

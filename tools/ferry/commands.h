@@ -33,6 +33,7 @@ Runner AddServeCommand(CLI::App& app);
 // benchmark subcommands (each adds one subcommand to `bench`).
 Runner AddBenchModelOptions(CLI::App& bench);
 Runner AddBenchThroughputCommand(CLI::App& bench);
+Runner AddBenchServeCommand(CLI::App& bench);
 
 // Prints "ferry: <reason>" on one line to stderr and returns the exit code for it.
 int Fail(const Status& status);
