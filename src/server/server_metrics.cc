@@ -96,6 +96,14 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   counter("prompt_tokens_total", static_cast<double>(s.prompt_tokens), "Number of prefill tokens processed.");
   counter("generation_tokens_total", static_cast<double>(s.output_tokens),
           "Number of generation tokens processed.");
+  // Speculative decoding (vLLM's spec_decode_* names); zero when the engine does not speculate.
+  counter("spec_decode_num_drafts_total", static_cast<double>(s.spec_verifications),
+          "Verification passes over drafted tokens.");
+  counter("spec_decode_num_draft_tokens_total", static_cast<double>(s.spec_draft_tokens), "Drafted tokens verified.");
+  counter("spec_decode_num_accepted_tokens_total", static_cast<double>(s.spec_accepted_tokens),
+          "Drafted tokens accepted.");
+  counter("spec_decode_draft_seconds_total", s.spec_draft_s, "Seconds spent drafting.");
+  counter("spec_decode_verify_seconds_total", s.spec_verify_s, "Seconds spent verifying drafts.");
 
   std::lock_guard<std::mutex> l(mu_);
   family("request_success_total", "counter", "Count of finished sequences by finish reason.");

@@ -356,6 +356,25 @@ TEST_F(ServerTest, BenchServeReportsEveryRequest) {
   EXPECT_LE(j["p50_ttft_ms"].get<double>(), j["p99_ttft_ms"].get<double>());
 }
 
+// A speculating server (prompt lookup) answers greedy requests exactly as the plain one and
+// counts its drafts in /metrics.
+TEST_F(ServerTest, SpeculativeServerMatchesPlainGreedy) {
+  ServerProcess s;
+  ASSERT_TRUE(s.Start({"-m", *model_, "--kv-cache-memory", "16M", "--spec-ngram", "2", "--spec-tokens", "3",
+                       "--threads", "1"}))
+      << s.Log();
+  const json body = {{"prompt", "a b c d a b c d a b c d a b"}, {"max_tokens", 24}, {"temperature", 0},
+                     {"ignore_eos", true}};
+  HttpResult spec = Post(s, "/v1/completions", body.dump());
+  HttpResult plain = Completion(body);
+  ASSERT_EQ(spec.status, 200) << spec.body;
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(spec.Json()["choices"][0]["text"], plain.Json()["choices"][0]["text"]);
+  EXPECT_GT(testing::Metric(s, "ferry:spec_decode_num_draft_tokens_total"), 0);
+  EXPECT_EQ(testing::Metric(*server_, "ferry:spec_decode_num_draft_tokens_total"), 0);
+  EXPECT_EQ(s.Stop(SIGTERM), 0) << s.Log();
+}
+
 // A second server: API key, a template file, and the model's template from the assets.
 TEST_F(ServerTest, ApiKeyAndChatTemplateFile) {
   const std::string tmpl = testing::TempDir() + "/t.jinja";

@@ -16,11 +16,13 @@ Runner AddServeCommand(CLI::App& app) {
     EngineFlags engine;
     server::ServerConfig server;
     std::string chat_template;
+    SpecFlags spec;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, metrics)");
   o->model.Add(cmd);
   o->engine.Add(cmd);
+  o->spec.Add(cmd);
   server::ServerConfig& s = o->server;
   cmd->add_option("--host", s.host, "address to bind (0.0.0.0 for every interface)")->capture_default_str();
   cmd->add_option("--port", s.port, "port (0: any free port, logged at start)")
@@ -70,6 +72,10 @@ Runner AddServeCommand(CLI::App& app) {
     }
     server::ServerConfig config = o->server;
     config.engine = *ec;
+    SpecDraft draft;  // outlives the engine Serve() runs
+    if (o->spec.enabled())
+      if (Status s = o->spec.Apply(*lm, o->model.ToLoadOptions(), nullptr, draft, config.engine.spec); !s.ok())
+        return Fail(s);
     if (config.served_model_name.empty())
       config.served_model_name = std::filesystem::path(o->model.model).filename().string();
     Status st = server::Serve(*lm, std::move(tmpl), config);
