@@ -42,6 +42,7 @@ KernelTable MakeScalar() {
   t.axpy = ref::Axpy;
   t.scale = ref::Scale;
   t.rms_norm = ref::RmsNorm;
+  t.add_rms_norm = ref::AddRmsNorm;
   t.softmax = ref::Softmax;
   t.silu_mul = ref::SiluMul;
   t.add = ref::AddInPlace;
@@ -79,6 +80,7 @@ KernelTable MakeAvx2() {
   t.axpy = avx2::Axpy;
   t.scale = avx2::Scale;
   t.rms_norm = avx2::RmsNorm;
+  t.add_rms_norm = avx2::AddRmsNorm;
   t.softmax = avx2::Softmax;
   t.silu_mul = avx2::SiluMul;
   t.add = avx2::AddInPlace;

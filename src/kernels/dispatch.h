@@ -25,6 +25,7 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*scale)(float* y, float a, int64_t n);
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
+  void (*add_rms_norm)(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);

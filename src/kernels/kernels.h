@@ -97,6 +97,9 @@ double MeasureReadBandwidth(size_t bytes, int reps, ThreadPool* pool);
 // ---- Elementwise / normalization --------------------------------------------------------
 // y[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]   (y may alias x)
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+// Residual add fused with the next norm (one pass over x instead of two):
+// x[n] += delta[n]; y[n] = RmsNorm(x, w, eps). Bit-identical to AddInPlace then RmsNorm.
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
 // x[n] = softmax(x[n]) in place (max-subtracted).
 void Softmax(float* x, int64_t n);
 // out[n] = silu(gate[n]) * up[n]   (out may alias gate or up)

@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 
@@ -23,6 +24,34 @@ void Linear::Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) co
   } else {
     kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
   }
+}
+
+Linear StackRows(std::initializer_list<Linear*> parts, ThreadPool* pool) {
+  const Linear& first = **parts.begin();
+  Linear out;
+  for (const Linear* p : parts) {
+    if (!p->packed || p->IsW8A8() || p->type != first.type || p->n_in != first.n_in) return Linear{};
+    out.n_out += p->n_out;
+    out.bytes += p->bytes;
+  }
+  out.type = first.type;
+  out.n_in = first.n_in;
+  const size_t row = RowBytes(out.type, out.n_in);
+  AlignedBuffer rows(row * static_cast<size_t>(out.n_out));  // [n_out, row] original rows, stacked
+  size_t off = 0;
+  for (const Linear* p : parts) {
+    std::memcpy(static_cast<char*>(rows.data()) + off, p->data, row * static_cast<size_t>(p->n_out));
+    off += row * static_cast<size_t>(p->n_out);
+  }
+  out.data = nullptr;  // only the packed copy exists
+  auto buf = std::make_shared<AlignedBuffer>(kernels::PackedBytes(out.type, out.n_out, out.n_in));
+  kernels::PackWeights(out.type, rows.data(), out.n_out, out.n_in, buf->data(), pool);
+  out.packed = std::move(buf);
+  // Parts that can also run in place drop their packed copy (types with only a packed kernel
+  // keep it: the parts stay usable on their own).
+  for (Linear* p : parts)
+    if (kernels::CanMatMul(p->type)) p->packed.reset();
+  return out;
 }
 
 namespace {

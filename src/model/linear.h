@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,14 @@ struct Linear {
   // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
   void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const;
 };
+
+// The rows of linears sharing one input stacked into one packed Linear (q|k|v, gate|up):
+// one call then quantizes the activations once and splits rows over threads once. y rows come
+// out as [n_tok, sum of n_out] in part order. Only when every part is packed with the same type
+// and n_in (the packed kernel computes each row alone, so each output equals the unfused one
+// bit for bit); the parts' own packed copies are released. Otherwise returns an empty Linear
+// (n_out == 0) and leaves the parts as they are.
+Linear StackRows(std::initializer_list<Linear*> parts, ThreadPool* pool);
 
 // Loads `name` (e.g. "blk.0.attn_q.weight") as a [n_out, n_in] Linear, checking shape, type
 // and byte size. An i8 weight must come with `<name>_scale` (f32-convertible [n_out]) and may

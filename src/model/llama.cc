@@ -18,6 +18,7 @@ struct LayerWeights {
   Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
   std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
   Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
+  Linear wqkv, w_gate_up;  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
 };
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
@@ -70,7 +71,7 @@ class LlamaModel final : public Model {
 
   // Per-call scratch, sized to the largest batch seen (no state carried between calls).
   struct Scratch {
-    std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, hidden;
+    std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, hidden, qkv, gate_up;
   } s_;
 };
 
@@ -115,6 +116,8 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       m->weight_bytes_ += lin->bytes;
       lin->MaybePack(options.repack_weights, &pack_pool);
     }
+    w.wqkv = StackRows({&w.wq, &w.wk, &w.wv}, &pack_pool);
+    w.w_gate_up = StackRows({&w.w_gate, &w.w_up}, &pack_pool);
     m->layers_.push_back(std::move(w));
   }
 
@@ -189,10 +192,23 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   EmbedTokens(b, x);
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
-    w.wq.Apply(xn, n, q, pool);
-    w.wk.Apply(xn, n, k, pool);
-    w.wv.Apply(xn, n, v, pool);
+    if (l == 0) {  // later layers get their norm fused with the previous residual add
+      for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    }
+    if (w.wqkv.n_out > 0) {
+      const int64_t qkv_dim = q_dim + 2 * kv_dim;
+      float* qkv = fit(s_.qkv, n * qkv_dim);  // [n, q_dim + 2 * kv_dim]
+      w.wqkv.Apply(xn, n, qkv, pool);
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy_n(qkv + i * qkv_dim, q_dim, q + i * q_dim);
+        std::copy_n(qkv + i * qkv_dim + q_dim, kv_dim, k + i * kv_dim);
+        std::copy_n(qkv + i * qkv_dim + q_dim + kv_dim, kv_dim, v + i * kv_dim);
+      }
+    } else {
+      w.wq.Apply(xn, n, q, pool);
+      w.wk.Apply(xn, n, k, pool);
+      w.wv.Apply(xn, n, v, pool);
+    }
     for (int64_t i = 0; i < n; ++i) {
       if (!w.bq.empty()) {
         kernels::AddInPlace(q + i * q_dim, w.bq.data(), q_dim);
@@ -214,14 +230,26 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       s = e;
     }
     w.wo.Apply(attn, n, tmp, pool);
-    kernels::AddInPlace(x, tmp, n * dim);
-
-    for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
-    w.w_gate.Apply(xn, n, gate, pool);
-    w.w_up.Apply(xn, n, up, pool);
-    kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+    for (int64_t i = 0; i < n; ++i)
+      kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    if (w.w_gate_up.n_out > 0) {
+      const int64_t ffn = c.ffn_dim;
+      float* gu = fit(s_.gate_up, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
+      w.w_gate_up.Apply(xn, n, gu, pool);
+      for (int64_t i = 0; i < n; ++i) kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+    } else {
+      w.w_gate.Apply(xn, n, gate, pool);
+      w.w_up.Apply(xn, n, up, pool);
+      kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+    }
     w.w_down.Apply(gate, n, tmp, pool);
-    kernels::AddInPlace(x, tmp, n * dim);
+    if (l + 1 < c.n_layers) {  // residual add fused with the next layer's attention norm
+      const std::vector<float>& next_norm = layers_[static_cast<size_t>(l) + 1].attn_norm;
+      for (int64_t i = 0; i < n; ++i)
+        kernels::AddRmsNorm(x + i * dim, tmp + i * dim, next_norm.data(), xn + i * dim, dim, c.rms_eps);
+    } else {
+      kernels::AddInPlace(x, tmp, n * dim);
+    }
   }
 
   // Final norm and head only for the tokens whose logits are wanted.
