@@ -38,8 +38,13 @@ std::optional<ApiError> CompletionService::CheckModel(const std::string& model) 
 Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
                              std::vector<std::vector<int32_t>> prompts) {
   std::vector<RequestOptions> options;
+  const bool best_of = gen.best_of > gen.options.n;
   for (const std::vector<int32_t>& p : prompts) {
     RequestOptions o = gen.options;
+    if (best_of) {  // every candidate, ranked by its token logprobs at the end
+      o.n = gen.best_of;
+      o.logprobs = std::max(o.logprobs, 0);
+    }
     const int64_t len = static_cast<int64_t>(p.size());
     if (len == 0) return Reply::Error(BadRequest("The prompt is empty (no tokens).", "prompt"));
     if (o.max_tokens == 0)
@@ -56,7 +61,8 @@ Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
   }
   auto submitted = ctx_.engine->Submit(prompts, options);
   if (auto* e = std::get_if<ApiError>(&submitted)) return Reply::Error(*e);
-  spec.n = gen.options.n;
+  spec.n = best_of ? gen.best_of : gen.options.n;
+  spec.keep = best_of ? gen.options.n : 0;
   spec.logprobs = gen.options.logprobs >= 0;
   spec.include_usage = gen.include_usage;
   spec.model = ctx_.model_name;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace ferry::server {
 
@@ -85,6 +86,31 @@ json Generation::LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
   return out;
 }
 
+// Indices of the returned choices, prompt-major: all of them, or with best_of the `keep` of
+// each prompt's n candidates with the highest mean token log-probability (OpenAI's rule).
+const std::vector<size_t>& Generation::Returned() {
+  if (!returned_.empty()) return returned_;
+  const size_t n = static_cast<size_t>(spec_.n);
+  const size_t keep = spec_.keep > 0 ? static_cast<size_t>(spec_.keep) : n;
+  for (size_t base = 0; base < choices_.size(); base += n) {
+    std::vector<size_t> order(n);
+    std::vector<double> mean(n, -INFINITY);
+    for (size_t b = 0; b < n; ++b) {
+      order[b] = base + b;
+      const Choice& c = choices_[base + b];
+      if (c.logprobs.empty()) continue;
+      double sum = 0;
+      for (const TokenLogprobs& t : c.logprobs) sum += t.logprob;
+      mean[b] = sum / static_cast<double>(c.logprobs.size());
+    }
+    if (keep < n)
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t x, size_t y) { return mean[x - base] > mean[y - base]; });
+    returned_.insert(returned_.end(), order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
+  }
+  return returned_;
+}
+
 json Generation::Usage() const {
   int64_t prompt = 0, completion = 0;
   for (int32_t p : spec_.prompt_tokens) prompt += p;
@@ -115,10 +141,11 @@ json Generation::Complete() {
   j["created"] = spec_.created;
   j["model"] = spec_.model;
   j["choices"] = json::array();
-  for (size_t i = 0; i < choices_.size(); ++i) {
+  for (size_t out = 0; out < Returned().size(); ++out) {
+    const size_t i = Returned()[out];
     Choice& c = choices_[i];
     json choice;
-    choice["index"] = i;
+    choice["index"] = out;
     if (spec_.api == Api::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {

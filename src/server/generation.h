@@ -22,7 +22,8 @@ struct GenerationSpec {
   std::string id;     // "cmpl-..." / "chatcmpl-..."
   std::string model;  // the served model name
   int64_t created = 0;
-  int32_t n = 1;                       // choices per prompt
+  int32_t n = 1;                       // choices generated per prompt
+  int32_t keep = 0;                    // best_of: choices returned per prompt (0: all n)
   std::vector<int32_t> prompt_tokens;  // [prompts] prompt lengths, for usage
   std::vector<std::string> echo;  // [prompts] text to prepend to each choice (completions' echo), or empty
   bool logprobs = false;          // outputs carry logprobs
@@ -64,6 +65,7 @@ class Generation {
   nlohmann::ordered_json LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
                                       const std::vector<TokenLogprobs>& lps) const;
   nlohmann::ordered_json Usage() const;
+  const std::vector<size_t>& Returned();
   nlohmann::ordered_json ChunkBase() const;
 
   GenerationSpec spec_;
@@ -71,6 +73,7 @@ class Generation {
   EngineClient* engine_;
   std::shared_ptr<OutputChannel> channel_;
   std::vector<Choice> choices_;  // [prompts * n], prompt-major
+  std::vector<size_t> returned_;  // [prompts * keep] indices into choices_ (Returned())
 };
 
 // JSON text with invalid UTF-8 replaced (token pieces may split characters).

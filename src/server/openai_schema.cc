@@ -125,9 +125,6 @@ void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g)
   o.sampling.repeat_last_n = 0;  // penalties count the whole history
   f.Integer("max_tokens", 1, int64_t{1} << 30, o.max_tokens);
   f.Integer("n", 1, limits.max_n, o.n);
-  if (const json* b = f.Get("best_of");
-      b && !f.error && (!b->is_number_integer() || b->get<int64_t>() != o.n))
-    f.Fail(BadRequest("'best_of' is not supported (only best_of == n)", "best_of"));
   f.Number("temperature", 0.0, 2.0, o.sampling.temperature);
   f.Number("top_p", 0.0, 1.0, o.sampling.top_p, /*lo_open=*/true);
   f.Integer("top_k", -1, std::numeric_limits<int32_t>::max(), o.sampling.top_k);
@@ -249,11 +246,17 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   Fields f(obj);
   ReadGeneration(f, limits, r.gen);
   f.Integer("logprobs", 0, limits.max_logprobs, r.gen.options.logprobs);
+  f.Integer("best_of", 1, limits.max_n, r.gen.best_of);
   f.Bool("echo", r.echo);
   if (f.Has("suffix") && !f.error) f.Fail(BadRequest("'suffix' is not supported", "suffix"));
   if (f.error) return *f.error;
   if (r.echo && r.gen.options.logprobs >= 0)
     return BadRequest("'echo' with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
+  if (r.gen.best_of > 0 && r.gen.best_of < r.gen.options.n)
+    return BadRequest(fmt::format("'best_of' ({}) must be at least 'n' ({})", r.gen.best_of, r.gen.options.n),
+                      "best_of");
+  if (r.gen.best_of > r.gen.options.n && r.gen.stream)
+    return BadRequest("'best_of' > 'n' cannot be streamed (the best are known only at the end)", "best_of");
   if (auto e = ReadPrompt(f.Get("prompt"), r.prompts)) return *e;
   return r;
 }

@@ -29,6 +29,9 @@ struct GenerationRequest {
   RequestOptions options;  // n, sampling, stop, logprobs; max_tokens 0 = the rest of the context
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Completions' best_of: candidates per prompt, of which the n with the highest mean token
+  // log-probability are returned (0: n). Not streamable.
+  int32_t best_of = 0;
 };
 
 struct CompletionRequest {

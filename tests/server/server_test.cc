@@ -356,6 +356,41 @@ TEST_F(ServerTest, BenchServeReportsEveryRequest) {
   EXPECT_LE(j["p50_ttft_ms"].get<double>(), j["p99_ttft_ms"].get<double>());
 }
 
+// best_of: the n returned choices are the candidates with the highest mean token logprob.
+TEST_F(ServerTest, BestOfReturnsTheCandidatesWithHighestMeanLogprob) {
+  const json base = {{"prompt", "once"}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 7}, {"ignore_eos", true}};
+  json all = base;
+  all["n"] = 4;
+  all["logprobs"] = 0;
+  HttpResult cands = Completion(all);
+  ASSERT_EQ(cands.status, 200) << cands.body;
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& c : cands.Json()["choices"]) {
+    double sum = 0;
+    for (const auto& lp : c["logprobs"]["token_logprobs"]) sum += lp.get<double>();
+    ranked.push_back({sum / static_cast<double>(c["logprobs"]["token_logprobs"].size()), c["text"]});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  json best = base;
+  best["n"] = 2;
+  best["best_of"] = 4;
+  HttpResult r = Completion(best);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.Json();
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["text"], ranked[0].second);
+  EXPECT_EQ(j["choices"][1]["text"], ranked[1].second);
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());  // not asked for
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4 * 6);  // every candidate was generated
+  json bad = best;
+  bad["best_of"] = 1;
+  ExpectError(Completion(bad), 400, "best_of");
+  bad["best_of"] = 4;
+  bad["stream"] = true;
+  ExpectError(Completion(bad), 400, "best_of");
+}
+
 // A speculating server (prompt lookup) answers greedy requests exactly as the plain one and
 // counts its drafts in /metrics.
 TEST_F(ServerTest, SpeculativeServerMatchesPlainGreedy) {
