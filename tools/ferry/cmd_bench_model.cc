@@ -20,7 +20,7 @@
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "kernels/kernels.h"
-#include "model/kv_cache.h"
+#include "model/kv_budget_cache.h"
 
 namespace ferry::cli {
 namespace {
@@ -31,6 +31,7 @@ struct BenchOpts {
   int bw_mib = 1024;  // bandwidth probe buffer (far above any last-level cache)
   bool json = false;
   bool no_repack = false;
+  SparsityFlags sparsity;
 };
 
 struct MeanSd {
@@ -93,12 +94,13 @@ int RunBench(const BenchOpts& o) {
     return Fail(InvalidArgumentError("-p and -n must be >= 0, -r and --batch >= 1"));
   LoadOptions lopts;
   lopts.repack_weights = !o.no_repack;
+  lopts.sparsity = o.sparsity.options;
   auto lm = LoadModel(o.model, lopts);
   if (!lm.ok()) return Fail(lm.status());
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
   const int ctx = std::max(1, o.n_prompt + o.n_gen);
-  auto kv = ContiguousKvCache::Create(c.n_layers, 1, ctx, c.n_kv_heads, c.head_dim);
+  auto kv = CreateKvCacheFor(m, 1, ctx, std::max(o.n_batch, 2));  // budgeted under --kv-policy sink|h2o
   if (!kv.ok()) return Fail(kv.status());
   ThreadPool pool(o.threads);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
@@ -111,18 +113,19 @@ int RunBench(const BenchOpts& o) {
   // Warm-up (page in the weights, wake the threads), as llama-bench does.
   {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
-    auto s = Prefill(m, *kv, w, o.n_batch, logits, pool);
+    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool);
     if (!s.ok()) return Fail(s.status());
   }
+  m.ResetSparsityStats();  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     if (o.n_prompt > 0) {
-      auto s = Prefill(m, *kv, prompt, o.n_batch, logits, pool);
+      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool);
       if (!s.ok()) return Fail(s.status());
       pp.push_back(o.n_prompt / *s);
     }
     if (o.n_gen > 0) {
-      auto s = Decode(m, *kv, gen, o.n_prompt, logits, pool);
+      auto s = Decode(m, **kv, gen, o.n_prompt, logits, pool);
       if (!s.ok()) return Fail(s.status());
       tg.push_back(o.n_gen / *s);
     }
@@ -154,7 +157,8 @@ int RunBench(const BenchOpts& o) {
                         {"weight_bytes", m.WeightBytes()},
                         {"bytes_per_decode_token", tok_bytes},
                         {"bandwidth_gb_per_s", bw / 1e9},
-                        {"decode_efficiency", eff}};
+                        {"decode_efficiency", eff},
+                        {"sparsity", SparsityJson(m)}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("| model | type | isa | threads | test | t/s |\n|---|---|---|---|---|---|\n");
@@ -168,6 +172,7 @@ int RunBench(const BenchOpts& o) {
                 "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
                 pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
                 kv_bytes / 1e6, eff * 100);
+    if (std::string sp = SparsityReport(m); !sp.empty()) std::printf("%s\n", sp.c_str());
   }
   std::fflush(stdout);
   return 0;
@@ -187,6 +192,7 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   bench.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
   bench.add_flag("--json", o->json, "one JSON object per line");
   bench.add_flag("--no-repack", o->no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+  o->sparsity.Add(&bench);
   return [o]() -> int { return RunBench(*o); };
 }
 

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "engine/loaded_model.h"
 
@@ -28,14 +30,31 @@ Runner AddBenchThroughputCommand(CLI::App& bench);
 // Prints "ferry: <reason>" on one line to stderr and returns the exit code for it.
 int Fail(const Status& status);
 
+// Run-time sparsity flags (--moe-capacity-factor, ...; sparsity_flags.cc): one definition for
+// every command that computes (run, ppl, bench, bench throughput, serve).
+struct SparsityFlags {
+  SparsityOptions options;
+  void Add(CLI::App* cmd);
+};
+// What the model's sparsity skipped so far: one human line ("" when nothing applies) and JSON.
+std::string SparsityReport(const Model& model);
+nlohmann::json SparsityJson(const Model& model);
+
 // Options shared by commands that load a model.
 struct ModelFlags {
   std::string model;
   std::string tokenizer;
   int threads = 0;
   bool no_repack = false;
+  SparsityFlags sparsity;  // added with the compute options (with_threads)
   void Add(CLI::App* cmd, bool with_threads = true);
-  LoadOptions ToLoadOptions() const { return LoadOptions{tokenizer, !no_repack}; }
+  LoadOptions ToLoadOptions() const {
+    LoadOptions o;
+    o.tokenizer_path = tokenizer;
+    o.repack_weights = !no_repack;
+    o.sparsity = sparsity.options;
+    return o;
+  }
 };
 
 }  // namespace ferry::cli
