@@ -238,6 +238,12 @@ StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs
                                                     int32_t max_batch) {
   const ModelConfig& c = model.config();
   const SparsityOptions& o = model.sparsity();
+  if (o.kv_policy != KvPolicy::kFull && o.kv_budget <= 0)
+    return InvalidArgumentError("--kv-policy {} needs --kv-budget N (tokens kept per sequence)",
+                                KvPolicyName(o.kv_policy));
+  if (o.kv_policy == KvPolicy::kFull && o.kv_budget > 0)
+    return InvalidArgumentError("--kv-budget {} needs --kv-policy sink or h2o (full keeps every token)",
+                                o.kv_budget);
   if (o.UsesKvBudget()) {
     KvBudgetConfig bc;
     bc.policy = o.kv_policy;

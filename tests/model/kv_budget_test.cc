@@ -213,6 +213,26 @@ TEST(KvBudget, BadConfigsAreClearErrors) {
   EXPECT_FALSE(BudgetKvCache::Create(1, 1, 64, 4, 1, 8, c, nullptr).ok());
 }
 
+TEST(KvBudget, CacheForModelOptionsNeedsPolicyAndBudgetTogether) {
+  Fixture f = MakeTiny(DType::kF16);
+  Model& m = *f.model;
+  SparsityOptions o;
+  o.kv_policy = KvPolicy::kSink;  // no budget
+  m.set_sparsity(o);
+  auto c = CreateKvCacheFor(m, 1, 128, 8);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().ToString().find("--kv-budget"), std::string::npos);
+  o.kv_policy = KvPolicy::kFull;
+  o.kv_budget = 64;  // budget without a policy
+  m.set_sparsity(o);
+  EXPECT_FALSE(CreateKvCacheFor(m, 1, 128, 8).ok());
+  o.kv_policy = KvPolicy::kH2O;
+  m.set_sparsity(o);
+  c = CreateKvCacheFor(m, 1, 128, 8);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(dynamic_cast<BudgetKvCache*>(c->get()), nullptr);
+}
+
 // The H2O score kernel against a direct double-precision softmax, over blocks with a ragged
 // tail and GQA; every (query, head) row of weights sums to 1.
 TEST(AttentionWeights, MatchesReferenceSoftmax) {

@@ -35,6 +35,9 @@ int Fail(const Status& status);
 struct SparsityFlags {
   SparsityOptions options;
   void Add(CLI::App* cmd);
+  // The batching engine (bench throughput, serve) runs MoE capacity but not KV budgets yet:
+  // an error naming the flag instead of silently ignoring it.
+  Status CheckSupportedByEngine() const;
 };
 // What the model's sparsity skipped so far: one human line ("" when nothing applies) and JSON.
 std::string SparsityReport(const Model& model);

@@ -35,6 +35,15 @@ void SparsityFlags::Add(CLI::App* cmd) {
       ->group("Sparsity");
 }
 
+Status SparsityFlags::CheckSupportedByEngine() const {
+  if (options.UsesKvBudget())
+    return UnsupportedError(
+        "--kv-policy {} is not supported by the batching engine yet (its scheduler allocates KV "
+        "by position); use it with ferry run, ppl or bench",
+        KvPolicyName(options.kv_policy));
+  return Status::Ok();
+}
+
 std::string SparsityReport(const Model& model) {
   const SparsityStats& s = model.sparsity_stats();
   std::string out;
