@@ -5,6 +5,7 @@
 #include "base/timer.h"
 #include "engine/stop_matcher.h"
 #include "model/forward_batch.h"
+#include "model/kv_budget_cache.h"
 
 namespace ferry {
 
@@ -23,8 +24,8 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
     return OutOfRangeError("the prompt has {} tokens but the context holds {}; shorten it or raise --ctx",
                            prompt.size(), n_ctx);
   if (options.n_batch <= 0) return InvalidArgumentError("--batch must be positive");
-  FERRY_ASSIGN_OR_RETURN(ContiguousKvCache kv,
-                         ContiguousKvCache::Create(cfg.n_layers, 1, n_ctx, cfg.n_kv_heads, cfg.head_dim));
+  // Contiguous, or budgeted (bounded memory) under --kv-policy sink|h2o.
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, CreateKvCacheFor(*lm.model, 1, n_ctx, options.n_batch));
 
   GenerateStats stats;
   stats.prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -42,7 +43,7 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
     batch.Clear();
     for (size_t i = start; i < end; ++i)
       batch.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
-    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool));
   }
   stats.prefill_s = timer.Seconds();
 
@@ -72,7 +73,7 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
     if (options.n_predict >= 0 && i + 1 >= options.n_predict) break;  // no forward for an unused token
     batch.Clear();
     batch.Add(id, pos++, 0, true);
-    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool));
   }
   if (!stops.stopped()) {
     std::string rest = stops.Push(detok.Flush());

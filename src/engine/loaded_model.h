@@ -17,6 +17,7 @@ namespace ferry {
 struct LoadOptions {
   std::string tokenizer_path;  // explicit tokenizer file; empty = find beside the model
   bool repack_weights = true;  // see ModelOptions
+  SparsityOptions sparsity = {};  // run-time sparsity (model/sparsity_options.h); default exact
 };
 
 struct LoadedModel {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/forward_batch.h"
+#include "model/kv_budget_cache.h"
 
 namespace ferry {
 
@@ -18,8 +19,8 @@ StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const s
   if (options.max_chunks >= 0) n_chunks = std::min(n_chunks, options.max_chunks);
   if (n_chunks == 0)
     return InvalidArgumentError("the text has {} tokens, fewer than one window of --ctx {}", tokens.size(), n_ctx);
-  FERRY_ASSIGN_OR_RETURN(ContiguousKvCache kv,
-                         ContiguousKvCache::Create(cfg.n_layers, 1, n_ctx, cfg.n_kv_heads, cfg.head_dim));
+  // Contiguous, or budgeted under --kv-policy sink|h2o (eviction between passes of n_batch).
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, CreateKvCacheFor(*lm.model, 1, n_ctx, n_batch));
   const int32_t first = n_ctx / 2;  // positions first..n_ctx-2 predict first+1..n_ctx-1
   const int32_t bos = lm.tokenizer->bos_id();
   std::vector<float> logits(static_cast<size_t>(n_batch) * cfg.n_vocab);  // [n_batch, n_vocab]
@@ -37,7 +38,7 @@ StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const s
         if (p == 0 && bos >= 0 && lm.tokenizer->add_bos()) t = bos;
         batch.Add(t, p, 0, p >= first && p < n_ctx - 1);
       }
-      FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, kv, logits.data(), &pool));
+      FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool));
       int32_t row = 0;
       for (int32_t p = b0; p < b1; ++p) {
         if (!(p >= first && p < n_ctx - 1)) continue;

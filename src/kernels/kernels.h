@@ -52,6 +52,19 @@ bool CanMatMul(DType t);
 // q2_k..q6_k -> q8_k. Only meaningful when CanMatMul(t).
 DType MatMulActivationType(DType t);
 
+// ---- Sparse products (contextual FFN sparsity) ----------------------------------------
+// y[j] = W[rows[j]] . x for j < n_rows; only the selected rows of w: [n_out, n_in] (rows of
+// w_type, as MatMul) are read. x: [n_in] is converted once exactly as MatMul converts it, and
+// the same dot kernel runs, so y[j] equals MatMul's y[rows[j]] bit for bit. Threads split rows.
+void MatVecRows(const void* w, DType w_type, int64_t n_in, const int32_t* rows, int64_t n_rows, const float* x,
+                float* y, ThreadPool* pool);
+// y[n_out] = sum over j < n_rows (in order) of h[j] * Wt[rows[j]], Wt: [n_neurons, n_out] rows of
+// wt_type (a transposed down projection, so a skipped neuron is a skipped row). Threads split
+// the output into block-aligned column ranges; each element's sum order is fixed.
+// wt_type: any DequantizeRow type; n_out a multiple of its block size.
+void AxpyRows(const void* wt, DType wt_type, int64_t n_out, const int32_t* rows, const float* h, int64_t n_rows,
+              float* y, ThreadPool* pool);
+
 // ---- Packed weights: repacked once at load, streamed by MatMulPacked -------------------
 // Layouts in kernels/packed_layout.h and docs/formats.md: 8 rows interleaved per group so one
 // 32-byte load feeds 8 rows, scales in their own plane. Types: q4_0, q8_0 (n_in % 32 == 0)
@@ -133,5 +146,11 @@ struct KvBlocks {
 // Parallel over (query, head) with pool (may be null).
 void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
                int head_dim, float scale, const KvBlocks& kv, float* out, ThreadPool* pool);
+
+// The attention each cached key received (H2O's heavy-hitter score), same arguments as
+// Attention: acc[j] += sum over queries t and heads h of softmax_j(scale * q[t,h] . k[j]) for
+// j <= q_pos[t]. acc: [max q_pos + 1]. A second pass over K: it never changes Attention's output.
+void AccumulateAttentionWeights(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
+                                int head_dim, float scale, const KvBlocks& kv, float* acc);
 
 }  // namespace ferry::kernels

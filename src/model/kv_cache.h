@@ -9,6 +9,7 @@
 #include "base/aligned_buffer.h"
 #include "base/status.h"
 #include "kernels/kernels.h"
+#include "model/forward_batch.h"
 
 namespace ferry {
 
@@ -18,11 +19,25 @@ class KvCache {
   // Capacity in tokens of one sequence.
   virtual int32_t MaxSeqLen() const = 0;
   virtual int32_t NumSeqs() const = 0;
-  // Slot for token `pos` of sequence `seq` in `layer`: [n_kv_heads, head_dim] f32 each.
+  // Slot `slot` (= the token's position unless Slot() below says otherwise) of sequence `seq`
+  // in `layer`: [n_kv_heads, head_dim] f32 each.
   virtual float* KeySlot(int32_t layer, int32_t seq, int32_t pos) = 0;
   virtual float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) = 0;
   // Block-table view of one sequence in one layer for the attention kernel.
   virtual kernels::KvBlocks View(int32_t layer, int32_t seq) const = 0;
+
+  // Hooks for caches that keep only part of a sequence (model/kv_budget_cache.h): they store
+  // the kept tokens densely in slots 0..n-1 and evict between forward passes. The defaults
+  // describe a cache that stores position p in slot p.
+  // Before any write of `batch`: makes room for its tokens (errors name the limit).
+  virtual Status BeginForward(const ForwardBatch& batch) { return Status::Ok(); }
+  // The slot of token `pos` of `seq`: where its K/V go and the index attention sees.
+  virtual int32_t Slot(int32_t seq, int32_t pos) const { return pos; }
+  // Per-slot sums of the attention weights `seq`'s keys receive (summed over layers), or null
+  // when the cache does not use them.
+  virtual float* AttentionWeightSums(int32_t layer, int32_t seq) { return nullptr; }
+  // After the forward pass of `batch`: commits its tokens and applies any eviction policy.
+  virtual void EndForward(const ForwardBatch& batch) {}
 };
 
 // One block of max_seq_len tokens per sequence slot (block table = {seq}).

@@ -9,6 +9,7 @@
 #include "base/aligned_buffer.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
+#include "model/moe.h"
 
 namespace ferry {
 namespace {
@@ -19,6 +20,7 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
   Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
   Linear wqkv, w_gate_up;  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
+  std::unique_ptr<MoeFfn> moe;             // MoE models: replaces w_gate/w_up/w_down
 };
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
@@ -79,6 +81,7 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
                                                    const ModelOptions& options) {
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
+  m->sparsity_ = options.sparsity;
   WeightReader r(src);
   const int64_t dim = cfg.dim, q_dim = int64_t{cfg.n_heads} * cfg.head_dim,
                 kv_dim = int64_t{cfg.n_kv_heads} * cfg.head_dim, ffn = cfg.ffn_dim;
@@ -104,15 +107,21 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
     FERRY_ASSIGN_OR_RETURN(w.wk, r.Matrix(p + "attn_k.weight", kv_dim, dim));
     FERRY_ASSIGN_OR_RETURN(w.wv, r.Matrix(p + "attn_v.weight", kv_dim, dim));
     FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, q_dim));
-    FERRY_ASSIGN_OR_RETURN(w.w_gate, r.Matrix(p + "ffn_gate.weight", ffn, dim));
-    FERRY_ASSIGN_OR_RETURN(w.w_up, r.Matrix(p + "ffn_up.weight", ffn, dim));
-    FERRY_ASSIGN_OR_RETURN(w.w_down, r.Matrix(p + "ffn_down.weight", dim, ffn));
+    if (cfg.IsMoe()) {
+      FERRY_ASSIGN_OR_RETURN(w.moe, MoeFfn::Load(src, cfg, l, options.repack_weights, &pack_pool));
+      m->weight_bytes_ += w.moe->ActiveBytesPerToken();
+    } else {
+      FERRY_ASSIGN_OR_RETURN(w.w_gate, r.Matrix(p + "ffn_gate.weight", ffn, dim));
+      FERRY_ASSIGN_OR_RETURN(w.w_up, r.Matrix(p + "ffn_up.weight", ffn, dim));
+      FERRY_ASSIGN_OR_RETURN(w.w_down, r.Matrix(p + "ffn_down.weight", dim, ffn));
+    }
     if (r.Has(p + "attn_q.bias")) {
       FERRY_ASSIGN_OR_RETURN(w.bq, r.Vector(p + "attn_q.bias", q_dim));
       FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
       FERRY_ASSIGN_OR_RETURN(w.bv, r.Vector(p + "attn_v.bias", kv_dim));
     }
     for (Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      if (!lin->data) continue;  // MoE layers have no dense FFN
       m->weight_bytes_ += lin->bytes;
       lin->MaybePack(options.repack_weights, &pack_pool);
     }
@@ -173,6 +182,11 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   const ModelConfig& c = config_;
   const int64_t n = b.size();
   if (n == 0) return Status::Ok();
+  FERRY_RETURN_IF_ERROR(kv.BeginForward(b));
+  // Where each token's K/V live: its position, unless a budgeted cache stores kept tokens densely.
+  std::vector<int32_t> slots(static_cast<size_t>(n));  // [n]
+  for (int64_t i = 0; i < n; ++i)
+    slots[static_cast<size_t>(i)] = kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
   const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   auto fit = [](std::vector<float>& v, int64_t size) {
     if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
@@ -218,31 +232,40 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       const int32_t pos = b.positions[static_cast<size_t>(i)], seq = b.seq_ids[static_cast<size_t>(i)];
       kernels::Rope(q + i * q_dim, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
       kernels::Rope(k + i * kv_dim, c.n_kv_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-      std::copy_n(k + i * kv_dim, kv_dim, kv.KeySlot(l, seq, pos));
-      std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, pos));
+      std::copy_n(k + i * kv_dim, kv_dim, kv.KeySlot(l, seq, slots[static_cast<size_t>(i)]));
+      std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, slots[static_cast<size_t>(i)]));
     }
     // Attention per sequence run [s, e).
     for (int64_t s = 0; s < n;) {
       int64_t e = s + 1;
       while (e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]) ++e;
-      kernels::Attention(q + s * q_dim, static_cast<int>(e - s), b.positions.data() + s, c.n_heads, c.n_kv_heads,
-                         c.head_dim, scale, kv.View(l, b.seq_ids[static_cast<size_t>(s)]), attn + s * q_dim, pool);
+      const int32_t seq = b.seq_ids[static_cast<size_t>(s)];
+      kernels::Attention(q + s * q_dim, static_cast<int>(e - s), slots.data() + s, c.n_heads, c.n_kv_heads,
+                         c.head_dim, scale, kv.View(l, seq), attn + s * q_dim, pool);
+      if (float* sums = kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
+        kernels::AccumulateAttentionWeights(q + s * q_dim, static_cast<int>(e - s), slots.data() + s, c.n_heads,
+                                            c.n_kv_heads, c.head_dim, scale, kv.View(l, seq), sums);
       s = e;
     }
     w.wo.Apply(attn, n, tmp, pool);
     for (int64_t i = 0; i < n; ++i)
       kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
-    if (w.w_gate_up.n_out > 0) {
-      const int64_t ffn = c.ffn_dim;
-      float* gu = fit(s_.gate_up, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
-      w.w_gate_up.Apply(xn, n, gu, pool);
-      for (int64_t i = 0; i < n; ++i) kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+    if (w.moe) {
+      w.moe->Forward(xn, n, tmp, sparsity_.moe_capacity_factor, &sparsity_stats_, pool);
     } else {
-      w.w_gate.Apply(xn, n, gate, pool);
-      w.w_up.Apply(xn, n, up, pool);
-      kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+      if (w.w_gate_up.n_out > 0) {
+        const int64_t ffn = c.ffn_dim;
+        float* gu = fit(s_.gate_up, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
+        w.w_gate_up.Apply(xn, n, gu, pool);
+        for (int64_t i = 0; i < n; ++i)
+          kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+      } else {
+        w.w_gate.Apply(xn, n, gate, pool);
+        w.w_up.Apply(xn, n, up, pool);
+        kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+      }
+      w.w_down.Apply(gate, n, tmp, pool);  // [n, dim]
     }
-    w.w_down.Apply(gate, n, tmp, pool);
     if (l + 1 < c.n_layers) {  // residual add fused with the next layer's attention norm
       const std::vector<float>& next_norm = layers_[static_cast<size_t>(l) + 1].attn_norm;
       for (int64_t i = 0; i < n; ++i)
@@ -260,6 +283,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     ++n_out;
   }
   if (n_out > 0) output_.Apply(xn, n_out, logits, pool);
+  kv.EndForward(b);
   return Status::Ok();
 }
 

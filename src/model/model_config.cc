@@ -1,6 +1,36 @@
 #include "model/model_config.h"
 
 namespace ferry {
+namespace {
+
+// llama.cpp's keys: "{arch}.expert_count", "expert_used_count", "expert_feed_forward_length",
+// "expert_shared_feed_forward_length", "expert_weights_norm". Mixtral GGUFs (arch llama) give
+// the expert width as feed_forward_length; llama.cpp normalizes the top-k weights for llama
+// and not for qwen2moe unless expert_weights_norm says so.
+Status ReadMoeConfig(const Metadata& md, const std::string& p, ModelConfig* c) {
+  const int64_t n_expert = md.GetInt(p + "expert_count").value_or(0);
+  if (n_expert == 0) {
+    if (c->arch == "qwen2moe") return InvalidArgumentError("metadata key '{}expert_count' is missing", p);
+    return Status::Ok();
+  }
+  const int64_t used = md.GetInt(p + "expert_used_count").value_or(0);
+  if (n_expert < 0 || n_expert > 4096 || used <= 0 || used > n_expert)
+    return InvalidArgumentError("'{}expert_count' = {} and '{}expert_used_count' = {} must satisfy 1 <= used <= count <= 4096",
+                                p, n_expert, p, used);
+  const int64_t ffn = md.GetInt(p + "expert_feed_forward_length").value_or(c->ffn_dim);
+  const int64_t shared = md.GetInt(p + "expert_shared_feed_forward_length").value_or(0);
+  if (ffn <= 0 || ffn > (1 << 30) || shared < 0 || shared > (1 << 30))
+    return InvalidArgumentError("'{}expert_feed_forward_length' = {} / '{}expert_shared_feed_forward_length' = {} out of range",
+                                p, ffn, p, shared);
+  c->n_expert = static_cast<int32_t>(n_expert);
+  c->n_expert_used = static_cast<int32_t>(used);
+  c->expert_ffn_dim = static_cast<int32_t>(ffn);
+  c->shared_expert_ffn_dim = static_cast<int32_t>(shared);
+  c->expert_weights_norm = md.GetBool(p + "expert_weights_norm").value_or(c->arch != "qwen2moe");
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   ModelConfig c;
@@ -37,7 +67,8 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   }
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.
-  c.rope_neox = c.arch == "qwen2" || md.GetBool("ferry.rope.neox").value_or(false);
+  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen2moe" || md.GetBool("ferry.rope.neox").value_or(false);
+  FERRY_RETURN_IF_ERROR(ReadMoeConfig(md, p, &c));
   if (auto v = md.GetInt(p + "vocab_size")) {
     c.n_vocab = static_cast<int32_t>(*v);
   } else if (const MetaValue* toks = md.Find("tokenizer.ggml.tokens")) {
@@ -48,8 +79,8 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
 }
 
 Status ModelConfig::Validate() const {
-  if (arch != "llama" && arch != "qwen2")
-    return UnsupportedError("architecture '{}' is not supported (supported: llama, qwen2)", arch);
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe")
+    return UnsupportedError("architecture '{}' is not supported (supported: llama, qwen2, qwen2moe)", arch);
   if (n_vocab <= 0) return InvalidArgumentError("vocabulary size unknown: set '{}.vocab_size' or tokenizer.ggml.tokens", arch);
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || ffn_dim <= 0 || head_dim <= 0)
     return InvalidArgumentError("non-positive model dimension (dim {}, layers {}, heads {}, kv heads {}, ffn {})", dim,

@@ -11,7 +11,7 @@
 namespace ferry {
 
 struct ModelConfig {
-  std::string arch;         // "llama", "qwen2"
+  std::string arch;         // "llama", "qwen2", "qwen2moe"
   std::string name;         // general.name, for display
   int32_t n_vocab = 0;
   int32_t dim = 0;          // embedding width
@@ -26,6 +26,15 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: positions are multiplied by this
   bool rope_neox = false;        // rotate-half pairs (j, j+rot/2) instead of (2j, 2j+1)
+
+  // Mixture of experts ("{arch}.expert_count" > 0): every layer's FFN is n_expert experts of
+  // expert_ffn_dim, n_expert_used chosen per token by a softmax router (model/moe.h).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t expert_ffn_dim = 0;         // "{arch}.expert_feed_forward_length" (llama: feed_forward_length)
+  int32_t shared_expert_ffn_dim = 0;  // qwen2moe's always-on shared expert; 0: none
+  bool expert_weights_norm = true;    // renormalize the top-k weights to sum 1 (Mixtral yes, Qwen2-MoE no)
+  bool IsMoe() const { return n_expert > 0; }
 
   // Reads "{arch}.*" keys; n_vocab from "{arch}.vocab_size" or the token list length.
   static StatusOr<ModelConfig> FromMetadata(const Metadata& md);

@@ -17,6 +17,7 @@ struct Entry {
 constexpr Entry kArchitectures[] = {
     {"llama", &CreateLlamaModel},
     {"qwen2", &CreateLlamaModel},
+    {"qwen2moe", &CreateLlamaModel},  // qwen2 attention + MoE FFN with a shared expert (model/moe.h)
 };
 
 }  // namespace

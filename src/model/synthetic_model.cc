@@ -20,6 +20,11 @@ const std::vector<ModelPreset> kPresets = {
     {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
     // A draft for smollm-135m (speculative decoding): its vocabulary, ~8x fewer weights read per token.
     {"smollm-draft", "llama", 49152, 256, 4, 4, 2, 768, 2048, 10000.0f, true},
+    {"moe-tiny", "llama", 512, 64, 2, 4, 2, 128, 512, 10000.0f, false, 8, 2, 0},
+    {"qwen2moe-tiny", "qwen2moe", 512, 64, 2, 4, 2, 64, 512, 1000000.0f, true, 8, 4, 128},
+    // Mixtral 8x7B: dim 4096, ffn 14336 (3.5x), 32/8 heads, theta 1e6, 8 experts top-2.
+    {"mixtral-mini", "llama", 32000, 1024, 8, 16, 4, 3584, 4096, 1000000.0f, false, 8, 2, 0},
+    {"mixtral-mini-dense", "llama", 32000, 1024, 8, 16, 4, 8 * 3584, 4096, 1000000.0f, false},
 };
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a uniform weight type.
@@ -121,7 +126,7 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
 }
 
 struct PlannedTensor {
-  enum Kind { kMatrix, kNorm, kBias };
+  enum Kind { kMatrix, kNorm, kBias, kRouter };  // kRouter: f32 random (MoE router, shared gate)
   std::string name;
   std::vector<int64_t> shape;  // outermost first
   Kind kind;
@@ -167,11 +172,18 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   md.SetFloat(a + "attention.layer_norm_rms_epsilon", 1e-5);
   md.SetFloat(a + "rope.freq_base", p.rope_theta);
   md.SetUint(a + "vocab_size", static_cast<uint64_t>(p.n_vocab));
+  if (p.n_expert > 0) {
+    md.SetUint(a + "expert_count", static_cast<uint64_t>(p.n_expert));
+    md.SetUint(a + "expert_used_count", static_cast<uint64_t>(p.n_expert_used));
+    md.SetUint(a + "expert_feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
+    if (p.shared_ffn_dim > 0)
+      md.SetUint(a + "expert_shared_feed_forward_length", static_cast<uint64_t>(p.shared_ffn_dim));
+  }
   AddSyntheticVocab(md, p.n_vocab);
 
   const int64_t q_dim = p.dim, kv_dim = head_dim * p.n_kv_heads;
   using K = PlannedTensor::Kind;
-  const bool bias = p.arch == "qwen2";
+  const bool bias = p.arch == "qwen2" || p.arch == "qwen2moe";
   std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
   for (int32_t l = 0; l < p.n_layers; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
@@ -186,16 +198,34 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     }
     plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, K::kMatrix});
     plan.push_back({b + "ffn_norm.weight", {p.dim}, K::kNorm});
-    plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, K::kMatrix});
-    plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, K::kMatrix});
-    plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
+    if (p.n_expert > 0) {
+      // Experts as llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn, dim]); the
+      // router stays f32 as llama.cpp's quantizer leaves it.
+      const int64_t E = p.n_expert;
+      plan.push_back({b + "ffn_gate_inp.weight", {E, p.dim}, K::kRouter});
+      plan.push_back({b + "ffn_gate_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_up_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_down_exps.weight", {E, p.dim, p.ffn_dim}, K::kMatrix});
+      if (p.shared_ffn_dim > 0) {
+        plan.push_back({b + "ffn_gate_inp_shexp.weight", {p.dim}, K::kRouter});
+        plan.push_back({b + "ffn_gate_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
+        plan.push_back({b + "ffn_up_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
+        plan.push_back({b + "ffn_down_shexp.weight", {p.dim, p.shared_ffn_dim}, K::kMatrix});
+      }
+    } else {
+      plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
+    }
   }
   plan.push_back({"output_norm.weight", {p.dim}, K::kNorm});
   if (!p.tied_embeddings) plan.push_back({"output.weight", {p.n_vocab, p.dim}, K::kMatrix});
 
   int64_t total_elems = 0;
   for (const auto& t : plan) {
-    total_elems += t.shape.size() == 2 ? t.shape[0] * t.shape[1] : t.shape[0];
+    int64_t elems = 1;
+    for (int64_t d : t.shape) elems *= d;
+    total_elems += elems;
     // int4_g128 needs rows of whole 128-element groups (e.g. tinyllama-1.1b, not smollm-135m).
     if (t.kind == K::kMatrix && t.shape.back() % Traits(options.type).block_size != 0)
       return InvalidArgumentError("preset '{}' has rows of {} elements, not a multiple of {}'s block of {}", p.name,
@@ -212,10 +242,12 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     const PlannedTensor& t = plan[ti];
     DType type = t.kind == K::kMatrix ? options.type : DType::kF32;
     // W8A8 files: block linears int8 + scales; embeddings and lm_head stay q8_0.
-    const bool w8a8_matrix = w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0;
+    const bool w8a8_matrix = w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2;
     if (w8a8 && type == DType::kI8 && !w8a8_matrix) type = DType::kQ8_0;
-    if (w8a8_matrix) w8a8_scales.emplace_back(static_cast<size_t>(t.shape[0]));
-    const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
+    int64_t rows = 1;  // every dim but the innermost
+    for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
+    const int64_t cols = t.shape.back();
+    if (w8a8_matrix) w8a8_scales.emplace_back(static_cast<size_t>(rows));
     const size_t row_bytes = RowBytes(type, cols);
     storage[ti].resize(row_bytes * static_cast<size_t>(rows));
     uint8_t* dst = storage[ti].data();
@@ -226,7 +258,12 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
         if (t.kind == K::kNorm) {
           std::fill(row.begin(), row.end(), 1.0f);
         } else {
-          FillNormal(row.data(), cols, t.kind == K::kBias ? options.bias_stddev : options.stddev, seed);
+          // Router rows ~ N(0, (2/sqrt(cols))^2): logits of a normalized input then have a spread
+          // of about 2, so routing is decisive rather than near-uniform at any width.
+          const float sd = t.kind == K::kRouter ? 2.0f / std::sqrt(static_cast<float>(cols))
+                           : t.kind == K::kBias ? options.bias_stddev
+                                                : options.stddev;
+          FillNormal(row.data(), cols, sd, seed);
         }
         if (w8a8_matrix) {
           w8a8_scales.back()[static_cast<size_t>(r)] =

@@ -25,7 +25,7 @@
 #include "engine/engine_core.h"
 #include "engine/loaded_model.h"
 #include "kernels/kernels.h"
-#include "model/kv_cache.h"
+#include "model/kv_budget_cache.h"
 
 namespace ferry::cli {
 namespace {
@@ -38,6 +38,7 @@ struct BenchOpts {
   bool no_repack = false;
   SpecFlags spec;
   std::string spec_prompt;  // text for the engine decode runs (default: the random prompt)
+  SparsityFlags sparsity;
 };
 
 struct MeanSd {
@@ -133,12 +134,13 @@ int RunBench(const BenchOpts& o) {
     return Fail(InvalidArgumentError("-p and -n must be >= 0, -r and --batch >= 1"));
   LoadOptions lopts;
   lopts.repack_weights = !o.no_repack;
+  lopts.sparsity = o.sparsity.options;
   auto lm = LoadModel(o.model, lopts);
   if (!lm.ok()) return Fail(lm.status());
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
   const int ctx = std::max(1, o.n_prompt + o.n_gen);
-  auto kv = ContiguousKvCache::Create(c.n_layers, 1, ctx, c.n_kv_heads, c.head_dim);
+  auto kv = CreateKvCacheFor(m, 1, ctx, std::max(o.n_batch, 2));  // budgeted under --kv-policy sink|h2o
   if (!kv.ok()) return Fail(kv.status());
   ThreadPool pool(o.threads);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
@@ -151,18 +153,19 @@ int RunBench(const BenchOpts& o) {
   // Warm-up (page in the weights, wake the threads), as llama-bench does.
   {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
-    auto s = Prefill(m, *kv, w, o.n_batch, logits, pool);
+    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool);
     if (!s.ok()) return Fail(s.status());
   }
+  m.ResetSparsityStats();  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     if (o.n_prompt > 0) {
-      auto s = Prefill(m, *kv, prompt, o.n_batch, logits, pool);
+      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool);
       if (!s.ok()) return Fail(s.status());
       pp.push_back(o.n_prompt / *s);
     }
     if (o.n_gen > 0) {
-      auto s = Decode(m, *kv, gen, o.n_prompt, logits, pool);
+      auto s = Decode(m, **kv, gen, o.n_prompt, logits, pool);
       if (!s.ok()) return Fail(s.status());
       tg.push_back(o.n_gen / *s);
     }
@@ -225,7 +228,8 @@ int RunBench(const BenchOpts& o) {
                         {"weight_bytes", m.WeightBytes()},
                         {"bytes_per_decode_token", tok_bytes},
                         {"bandwidth_gb_per_s", bw / 1e9},
-                        {"decode_efficiency", eff}};
+                        {"decode_efficiency", eff},
+                        {"sparsity", SparsityJson(m)}};
     if (!spec_tps.empty()) {
       j["spec_method"] = spec_method;
       j["spec_tokens"] = sc.num_tokens;
@@ -261,6 +265,7 @@ int RunBench(const BenchOpts& o) {
           engs.mean > 0 ? specs.mean / engs.mean : 0.0, spec_stats.SpecAcceptanceRate() * 100,
           spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
           spec_stats.spec_verify_s * 1e3 / o.reps);
+    if (std::string sp = SparsityReport(m); !sp.empty()) std::printf("%s\n", sp.c_str());
   }
   std::fflush(stdout);
   return 0;
@@ -283,6 +288,7 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   o->spec.Add(&bench);
   bench.add_option("--spec-prompt", o->spec_prompt,
                    "prompt text for the speculative runs (default: the random prompt)");
+  o->sparsity.Add(&bench);
   return [o]() -> int { return RunBench(*o); };
 }
 

@@ -65,7 +65,8 @@ int RunBench(const Opts& o) {
     return Fail(InvalidArgumentError("--policy '{}': expected continuous or static", o.policy));
   if (o.prefix_share < 0 || o.prefix_share > 1) return Fail(InvalidArgumentError("--prefix-share must be in [0, 1]"));
 
-  auto lm = LoadModel(o.model.model, LoadOptions{o.model.tokenizer});
+  if (Status st = o.model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
+  auto lm = LoadModel(o.model.model, o.model.ToLoadOptions());
   if (!lm.ok()) return Fail(lm.status());
   const int32_t n_vocab = lm->config().n_vocab;
 

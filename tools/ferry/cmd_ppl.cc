@@ -55,6 +55,7 @@ Runner AddPplCommand(CLI::App& app) {
     std::fprintf(stderr, "ferry: %d windows of %d tokens, %lld predictions scored, %.1f s (%.0f tok/s)\n", r->n_chunks,
                  o->ppl.n_ctx, static_cast<long long>(r->n_scored), timer.Seconds(),
                  r->n_chunks * static_cast<double>(o->ppl.n_ctx) / timer.Seconds());
+    if (std::string sp = SparsityReport(*lm->model); !sp.empty()) std::fprintf(stderr, "ferry: %s\n", sp.c_str());
     std::printf("PPL = %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
     return 0;
   };

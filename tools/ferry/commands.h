@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
@@ -38,14 +40,34 @@ Runner AddBenchServeCommand(CLI::App& bench);
 // Prints "ferry: <reason>" on one line to stderr and returns the exit code for it.
 int Fail(const Status& status);
 
+// Run-time sparsity flags (--moe-capacity-factor, ...; sparsity_flags.cc): one definition for
+// every command that computes (run, ppl, bench, bench throughput, serve).
+struct SparsityFlags {
+  SparsityOptions options;
+  void Add(CLI::App* cmd);
+  // The batching engine (bench throughput, serve) runs MoE capacity but not KV budgets yet:
+  // an error naming the flag instead of silently ignoring it.
+  Status CheckSupportedByEngine() const;
+};
+// What the model's sparsity skipped so far: one human line ("" when nothing applies) and JSON.
+std::string SparsityReport(const Model& model);
+nlohmann::json SparsityJson(const Model& model);
+
 // Options shared by commands that load a model.
 struct ModelFlags {
   std::string model;
   std::string tokenizer;
   int threads = 0;
   bool no_repack = false;
+  SparsityFlags sparsity;  // added with the compute options (with_threads)
   void Add(CLI::App* cmd, bool with_threads = true);
-  LoadOptions ToLoadOptions() const { return LoadOptions{tokenizer, !no_repack}; }
+  LoadOptions ToLoadOptions() const {
+    LoadOptions o;
+    o.tokenizer_path = tokenizer;
+    o.repack_weights = !no_repack;
+    o.sparsity = sparsity.options;
+    return o;
+  }
 };
 
 // What a speculative-decoding config points at: a loaded draft model or a quantized

@@ -1,0 +1,101 @@
+// BudgetKvCache: a paged KV cache that keeps at most `budget` tokens per sequence between
+// forward passes (StreamingLLM sinks + recent window, or H2O heavy hitters + recent window),
+// so long generations run in bounded memory. Kept tokens live densely in slots 0..n-1 of the
+// sequence's blocks; after each forward pass the evicted slots are filled by moving the last
+// kept tokens into them and emptied blocks go back to the free list. Keys keep the RoPE of
+// their original positions, so attention over the kept set is plain attention over fewer keys.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/status.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/sparsity_options.h"
+
+namespace ferry {
+
+struct KvBudgetConfig {
+  KvPolicy policy = KvPolicy::kSink;
+  int32_t budget = 0;          // tokens kept per sequence after each forward pass
+  int32_t sink_tokens = 4;     // positions 0..sink_tokens-1 are never evicted
+  int32_t recent_window = -1;  // the newest tokens never evicted; < 0: see SparsityOptions
+  int32_t block_size = 64;     // a multiple of the attention kernel's 64-key tile keeps results
+                               // bit-identical to a contiguous cache while nothing is evicted
+  // The recent window and heavy-hitter count this config resolves to.
+  int32_t Recent() const;
+  int32_t Heavy() const;
+};
+
+class BudgetKvCache final : public KvCache {
+ public:
+  // max_seq_len: positions a sequence may reach; max_batch: tokens one forward pass may append
+  // to one sequence (memory = budget + max_batch tokens per sequence). `stats` (may be null)
+  // receives evictions and peak memory.
+  static StatusOr<std::unique_ptr<BudgetKvCache>> Create(int32_t n_layers, int32_t n_seqs,
+                                                         int32_t max_seq_len, int32_t max_batch,
+                                                         int32_t n_kv_heads, int32_t head_dim,
+                                                         const KvBudgetConfig& config, SparsityStats* stats);
+
+  int32_t MaxSeqLen() const override { return max_seq_len_; }
+  int32_t NumSeqs() const override { return static_cast<int32_t>(seqs_.size()); }
+  float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
+  float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
+  kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
+  Status BeginForward(const ForwardBatch& batch) override;
+  int32_t Slot(int32_t seq, int32_t pos) const override;
+  float* AttentionWeightSums(int32_t layer, int32_t seq) override;
+  void EndForward(const ForwardBatch& batch) override;
+
+  // Accounting: every block is either free or in exactly one sequence's table.
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t NumFreeBlocks() const { return static_cast<int32_t>(free_.size()); }
+  int32_t NumBlocksOf(int32_t seq) const {
+    return static_cast<int32_t>(seqs_[static_cast<size_t>(seq)].table.size());
+  }
+  const std::vector<int32_t>& BlockTableOf(int32_t seq) const {
+    return seqs_[static_cast<size_t>(seq)].table;
+  }
+  int32_t StoredTokens(int32_t seq) const { return seqs_[static_cast<size_t>(seq)].n_stored; }
+  // Original positions of the kept tokens, by slot.
+  const std::vector<int32_t>& StoredPositions(int32_t seq) const {
+    return seqs_[static_cast<size_t>(seq)].pos;
+  }
+  int64_t EvictedTokens() const { return evicted_; }
+  size_t BlockBytes() const {
+    return 2 * static_cast<size_t>(n_layers_) * block_size_ * row_ * sizeof(float);
+  }
+  size_t Bytes() const { return k_.size() + v_.size(); }
+
+ private:
+  struct Seq {
+    std::vector<int32_t> table;           // [blocks] physical block ids
+    std::vector<int32_t> pos;             // [n_stored] original position of each slot
+    std::vector<float> score;             // [n_stored] accumulated attention weight (H2O)
+    int32_t n_stored = 0;                 // kept tokens, including those of the pass in flight
+    int32_t next_pos = 0;                 // position of the next token to append
+    int32_t new_slot0 = 0, new_pos0 = 0;  // the pass in flight: its first slot and position
+  };
+  size_t Offset(int32_t layer, int32_t seq, int32_t slot) const;
+  void Reset(int32_t seq);
+  void ResizeBlocks(Seq& s, int32_t n_tokens);
+  void Evict(int32_t seq);
+
+  KvBudgetConfig config_;
+  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0, max_seq_len_ = 0, max_batch_ = 0;
+  AlignedBuffer k_, v_;        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
+  std::vector<Seq> seqs_;      // [n_seqs]
+  std::vector<int32_t> free_;  // free physical blocks (LIFO)
+  int64_t evicted_ = 0;
+  SparsityStats* stats_ = nullptr;
+};
+
+// The KV cache a single-sequence-slot caller (ferry run / ppl / bench) should use for `model`'s
+// sparsity options: a contiguous cache, or a BudgetKvCache reporting into the model's stats.
+StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs, int32_t max_seq_len,
+                                                    int32_t max_batch);
+
+}  // namespace ferry

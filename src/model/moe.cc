@@ -1,0 +1,262 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "kernels/kernels.h"
+
+namespace ferry {
+
+void ExpertMatrix::Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
+  if (packed) {
+    kernels::MatMulPacked(packed->data(), type, n_out, n_in, x, n_tok, y, pool);
+  } else {
+    kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
+  }
+}
+
+TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool normalize) {
+  // Softmax in double so the ranking of close experts does not depend on summation order.
+  std::vector<double> p(static_cast<size_t>(n_expert));  // [n_expert]
+  const float mx = *std::max_element(logits, logits + n_expert);
+  double sum = 0;
+  for (int32_t e = 0; e < n_expert; ++e) sum += p[static_cast<size_t>(e)] = std::exp(double{logits[e]} - mx);
+  std::vector<int32_t> order(static_cast<size_t>(n_expert));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    const double pa = p[static_cast<size_t>(a)], pb = p[static_cast<size_t>(b)];
+    return pa != pb ? pa > pb : a < b;
+  });
+  TokenRoute r;
+  double chosen = 0;
+  for (int32_t i = 0; i < k; ++i) chosen += p[static_cast<size_t>(order[static_cast<size_t>(i)])];
+  const double denom = normalize ? chosen : sum;
+  for (int32_t i = 0; i < k; ++i) {
+    const int32_t e = order[static_cast<size_t>(i)];
+    r.expert.push_back(e);
+    r.weight.push_back(static_cast<float>(p[static_cast<size_t>(e)] / denom));
+  }
+  return r;
+}
+
+int64_t ExpertCapacity(int32_t k, double factor, int64_t n_tokens, int32_t n_expert) {
+  if (factor <= 0) return std::numeric_limits<int64_t>::max();
+  // Switch Transformer's capacity generalized to top-k. A tiny epsilon keeps exact products
+  // (k * F * n / E integral in real numbers) from rounding up through float error.
+  const double c =
+      static_cast<double>(k) * factor * static_cast<double>(n_tokens) / static_cast<double>(n_expert);
+  return static_cast<int64_t>(std::ceil(c - 1e-9));
+}
+
+namespace {
+
+// Checks a tensor and returns the matrices it holds: one [n_out, n_in] matrix, or a 3-D
+// [n_expert, n_out, n_in] tensor split into n_expert contiguous slices.
+StatusOr<std::vector<ExpertMatrix>> ReadMatrices(const formats::WeightSource& src, const std::string& name,
+                                                 int64_t n_mats, int64_t n_out, int64_t n_in) {
+  const formats::TensorRef* t = src.FindTensor(name);
+  if (!t) return NotFoundError("'{}': tensor '{}' is missing", src.path(), name);
+  const bool want3d = n_mats > 1;
+  const bool shape_ok =
+      want3d ? (t->shape.size() == 3 && t->shape[0] == n_mats && t->shape[1] == n_out && t->shape[2] == n_in)
+             : (t->shape.size() == 2 && t->shape[0] == n_out && t->shape[1] == n_in);
+  if (!shape_ok) {
+    if (want3d)
+      return InvalidArgumentError(
+          "'{}': tensor '{}' has shape {}, expected [{}, {}, {}] (experts, rows, columns)", src.path(), name,
+          t->ShapeString(), n_mats, n_out, n_in);
+    return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src.path(), name,
+                                t->ShapeString(), n_out, n_in);
+  }
+  if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
+    return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src.path(),
+                            name, DTypeName(t->dtype));
+  auto row = RowBytesChecked(t->dtype, n_in);
+  const size_t mat_bytes = row ? *row * static_cast<size_t>(n_out) : 0;
+  if (!row || mat_bytes * static_cast<size_t>(n_mats) != t->nbytes)
+    return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src.path(), name,
+                                t->nbytes);
+  std::vector<ExpertMatrix> out;
+  for (int64_t e = 0; e < n_mats; ++e)
+    out.push_back(ExpertMatrix{static_cast<const uint8_t*>(t->data) + mat_bytes * static_cast<size_t>(e),
+                               t->dtype, n_out, n_in, mat_bytes, nullptr});
+  return out;
+}
+
+void MaybePack(ExpertMatrix& m, bool repack, ThreadPool* pool) {
+  if (m.packed || !kernels::CanPack(m.type, m.n_in)) return;
+  if (!repack && kernels::CanMatMul(m.type)) return;
+  auto buf = std::make_shared<AlignedBuffer>(kernels::PackedBytes(m.type, m.n_out, m.n_in));
+  kernels::PackWeights(m.type, m.data, m.n_out, m.n_in, buf->data(), pool);
+  m.packed = std::move(buf);
+}
+
+float* Fit(std::vector<float>& v, int64_t size) {
+  if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+  return v.data();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src, const ModelConfig& cfg,
+                                               int32_t layer, bool repack, ThreadPool* pack_pool) {
+  auto m = std::make_unique<MoeFfn>();
+  m->n_expert_ = cfg.n_expert;
+  m->k_ = cfg.n_expert_used;
+  m->dim_ = cfg.dim;
+  m->ffn_ = cfg.expert_ffn_dim;
+  m->shared_ffn_ = cfg.shared_expert_ffn_dim;
+  m->normalize_ = cfg.expert_weights_norm;
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  const int64_t E = cfg.n_expert, dim = cfg.dim, ffn = cfg.expert_ffn_dim;
+  FERRY_ASSIGN_OR_RETURN(auto router, ReadMatrices(src, p + "ffn_gate_inp.weight", 1, E, dim));
+  m->router_ = router[0];
+  m->experts_.resize(static_cast<size_t>(E));
+  if (src.FindTensor(p + "ffn_gate_exps.weight")) {
+    FERRY_ASSIGN_OR_RETURN(auto gate, ReadMatrices(src, p + "ffn_gate_exps.weight", E, ffn, dim));
+    FERRY_ASSIGN_OR_RETURN(auto up, ReadMatrices(src, p + "ffn_up_exps.weight", E, ffn, dim));
+    FERRY_ASSIGN_OR_RETURN(auto down, ReadMatrices(src, p + "ffn_down_exps.weight", E, dim, ffn));
+    for (size_t e = 0; e < static_cast<size_t>(E); ++e) m->experts_[e] = Expert{gate[e], up[e], down[e]};
+  } else if (src.FindTensor(p + "ffn_gate.0.weight")) {  // older Mixtral GGUFs: one tensor per expert
+    for (int64_t e = 0; e < E; ++e) {
+      auto name = [&](const char* base) {  // blk.L.ffn_gate.E.weight (appends: GCC 12 -Wrestrict)
+        std::string s = p;
+        s.append(base).append(".").append(std::to_string(e)).append(".weight");
+        return s;
+      };
+      FERRY_ASSIGN_OR_RETURN(auto gate, ReadMatrices(src, name("ffn_gate"), 1, ffn, dim));
+      FERRY_ASSIGN_OR_RETURN(auto up, ReadMatrices(src, name("ffn_up"), 1, ffn, dim));
+      FERRY_ASSIGN_OR_RETURN(auto down, ReadMatrices(src, name("ffn_down"), 1, dim, ffn));
+      m->experts_[static_cast<size_t>(e)] = Expert{gate[0], up[0], down[0]};
+    }
+  } else {
+    return NotFoundError(
+        "'{}': layer {} has a router ('{}ffn_gate_inp.weight') but no expert tensors "
+        "('{}ffn_gate_exps.weight')",
+        src.path(), layer, p, p);
+  }
+  if (m->shared_ffn_ > 0) {
+    const int64_t sh = m->shared_ffn_;
+    FERRY_ASSIGN_OR_RETURN(auto gate, ReadMatrices(src, p + "ffn_gate_shexp.weight", 1, sh, dim));
+    FERRY_ASSIGN_OR_RETURN(auto up, ReadMatrices(src, p + "ffn_up_shexp.weight", 1, sh, dim));
+    FERRY_ASSIGN_OR_RETURN(auto down, ReadMatrices(src, p + "ffn_down_shexp.weight", 1, dim, sh));
+    m->shared_ = Expert{gate[0], up[0], down[0]};
+    // The shared expert's output is scaled by sigmoid(w . x) when the file has the gate.
+    if (const formats::TensorRef* g = src.FindTensor(p + "ffn_gate_inp_shexp.weight")) {
+      if (g->NumElements() != dim || !kernels::CanDequantize(g->dtype) || !RowBytesChecked(g->dtype, dim))
+        return InvalidArgumentError(
+            "'{}': tensor '{}ffn_gate_inp_shexp.weight' has shape {} / type {}, expected [{}]", src.path(), p,
+            g->ShapeString(), DTypeName(g->dtype), dim);
+      m->shared_gate_.resize(static_cast<size_t>(dim));
+      kernels::DequantizeRow(g->dtype, g->data, m->shared_gate_.data(), dim);
+    }
+  }
+  for (Expert& e : m->experts_)
+    for (ExpertMatrix* mat : {&e.gate, &e.up, &e.down}) MaybePack(*mat, repack, pack_pool);
+  if (m->shared_ffn_ > 0)
+    for (ExpertMatrix* mat : {&m->shared_.gate, &m->shared_.up, &m->shared_.down})
+      MaybePack(*mat, repack, pack_pool);
+  return m;
+}
+
+size_t MoeFfn::TotalBytes() const {
+  size_t b = router_.bytes;
+  for (const Expert& e : experts_) b += e.gate.bytes + e.up.bytes + e.down.bytes;
+  if (shared_ffn_ > 0) b += shared_.gate.bytes + shared_.up.bytes + shared_.down.bytes;
+  return b;
+}
+
+size_t MoeFfn::ActiveBytesPerToken() const {
+  const size_t shared = shared_ffn_ > 0 ? shared_.gate.bytes + shared_.up.bytes + shared_.down.bytes : 0;
+  const size_t experts = TotalBytes() - router_.bytes - shared;
+  return router_.bytes + shared + experts / static_cast<size_t>(n_expert_) * static_cast<size_t>(k_);
+}
+
+void MoeFfn::RunExpert(const Expert& e, const float* x, int64_t m, float* out, ThreadPool* pool) {
+  const int64_t ffn = e.gate.n_out;
+  float* gate = Fit(s_.gate, m * ffn);  // [m, ffn]
+  float* up = Fit(s_.up, m * ffn);      // [m, ffn]
+  e.gate.Apply(x, m, gate, pool);
+  e.up.Apply(x, m, up, pool);
+  kernels::SiluMul(gate, up, gate, m * ffn);
+  e.down.Apply(gate, m, out, pool);
+}
+
+void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_factor, SparsityStats* stats,
+                     ThreadPool* pool) {
+  const int64_t dim = dim_, k = k_;
+  float* logits = Fit(s_.logits, n * n_expert_);  // [n, n_expert]
+  router_.Apply(xn, n, logits, pool);
+  std::vector<TokenRoute> routes(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t)
+    routes[static_cast<size_t>(t)] = RouteToken(logits + t * n_expert_, n_expert_, k_, normalize_);
+
+  // Assignments grouped by expert in token order: (token, rank within the token's top-k).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(n_expert_));
+  for (int64_t t = 0; t < n; ++t)
+    for (int32_t r = 0; r < k_; ++r)
+      by_expert[static_cast<size_t>(routes[static_cast<size_t>(t)].expert[static_cast<size_t>(r)])]
+          .emplace_back(static_cast<int32_t>(t), r);
+  const int64_t capacity = ExpertCapacity(k_, capacity_factor, n, n_expert_);
+  if (stats) {
+    stats->expert_load.resize(static_cast<size_t>(n_expert_), 0);
+    stats->expert_dropped.resize(static_cast<size_t>(n_expert_), 0);
+  }
+
+  float* slot_out = Fit(s_.slot_out, n * k * dim);  // [n, k, dim]
+  s_.kept.assign(static_cast<size_t>(n * k), 0);
+  for (int32_t e = 0; e < n_expert_; ++e) {
+    auto& list = by_expert[static_cast<size_t>(e)];
+    const int64_t assigned = static_cast<int64_t>(list.size());
+    const int64_t m = std::min(assigned, capacity);  // the first `capacity` tokens keep this expert
+    if (stats) {
+      stats->expert_load[static_cast<size_t>(e)] += assigned;
+      stats->expert_dropped[static_cast<size_t>(e)] += assigned - m;
+      stats->moe_assignments += assigned;
+      stats->moe_dropped += assigned - m;
+    }
+    if (m == 0) continue;
+    float* gathered = Fit(s_.gathered, m * dim);  // [m, dim]
+    for (int64_t i = 0; i < m; ++i)
+      std::copy_n(xn + static_cast<int64_t>(list[static_cast<size_t>(i)].first) * dim, dim,
+                  gathered + i * dim);
+    float* y = Fit(s_.expert_out, m * dim);  // [m, dim]
+    RunExpert(experts_[static_cast<size_t>(e)], gathered, m, y, pool);
+    for (int64_t i = 0; i < m; ++i) {
+      const auto [t, r] = list[static_cast<size_t>(i)];
+      std::copy_n(y + i * dim, dim, slot_out + (static_cast<int64_t>(t) * k + r) * dim);
+      s_.kept[static_cast<size_t>(int64_t{t} * k + r)] = 1;
+    }
+  }
+  // Mix each token's experts in rank order (a fixed order per token: batch-invariant).
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * dim;
+    std::fill(o, o + dim, 0.0f);
+    const TokenRoute& route = routes[static_cast<size_t>(t)];
+    for (int64_t r = 0; r < k; ++r) {
+      if (!s_.kept[static_cast<size_t>(t * k + r)]) continue;
+      const float w = route.weight[static_cast<size_t>(r)];
+      const float* y = slot_out + (t * k + r) * dim;
+      for (int64_t d = 0; d < dim; ++d) o[d] += w * y[d];
+    }
+  }
+  if (shared_ffn_ > 0) {
+    float* y = Fit(s_.expert_out, n * dim);  // [n, dim]
+    RunExpert(shared_, xn, n, y, pool);
+    for (int64_t t = 0; t < n; ++t) {
+      float g = 1.0f;
+      if (!shared_gate_.empty()) {
+        double dot = 0;
+        for (int64_t d = 0; d < dim; ++d)
+          dot += double{shared_gate_[static_cast<size_t>(d)]} * xn[t * dim + d];
+        g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+      }
+      for (int64_t d = 0; d < dim; ++d) out[t * dim + d] += g * y[t * dim + d];
+    }
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,92 @@
+// MoeFfn: the Mixture-of-Experts feed-forward of one layer (Mixtral; Qwen2-MoE with its gated
+// shared expert). A softmax router picks the top-k experts per token; the step's tokens are
+// grouped by expert and each active expert runs one MatMul over all of its tokens (never a
+// loop of experts per token). An optional capacity factor drops assignments past an
+// expert's capacity, in token order, and counts them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/status.h"
+#include "core/thread_pool.h"
+#include "formats/weight_source.h"
+#include "model/model_config.h"
+#include "model/sparsity_options.h"
+
+namespace ferry {
+
+// One expert's weight matrix: [n_out, n_in] rows of `type` in the file (a slice of a 3-D
+// expert tensor or its own tensor), or repacked once at load for the packed kernels.
+struct ExpertMatrix {
+  const void* data = nullptr;
+  DType type = DType::kF32;
+  int64_t n_out = 0, n_in = 0;
+  size_t bytes = 0;
+  std::shared_ptr<const AlignedBuffer> packed;  // [PackedBytes] or null
+
+  // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
+  void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const;
+};
+
+// The routing of one token: its k experts by decreasing router probability (ties: lower index
+// first) and their mixing weights (renormalized to sum 1 when the config says so).
+struct TokenRoute {
+  std::vector<int32_t> expert;  // [k]
+  std::vector<float> weight;    // [k]
+};
+// Softmax over logits: [n_expert], then top-k. The reference the grouped path must match.
+TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool normalize);
+
+// Capacity of each expert for a step of n_tokens: ceil(k * factor * n_tokens / n_expert);
+// factor <= 0 means unlimited (returns INT64_MAX).
+int64_t ExpertCapacity(int32_t k, double factor, int64_t n_tokens, int32_t n_expert);
+
+class MoeFfn {
+ public:
+  // Reads layer `layer`'s router (blk.L.ffn_gate_inp), experts (3-D blk.L.ffn_{gate,up,down}_exps,
+  // or Mixtral's older per-expert blk.L.ffn_{gate,up,down}.E) and, when the config has one, the
+  // shared expert (ffn_{gate,up,down}_shexp + its sigmoid gate ffn_gate_inp_shexp).
+  static StatusOr<std::unique_ptr<MoeFfn>> Load(const formats::WeightSource& src, const ModelConfig& cfg,
+                                                int32_t layer, bool repack, ThreadPool* pack_pool);
+
+  // out: [n, dim] = MoE(xn: [n, dim]). capacity_factor as SparsityOptions::moe_capacity_factor.
+  // Adds per-expert load and drops to `stats` when non-null. Without dropping, each token's
+  // output depends only on that token (batch-invariant, bit-exact).
+  void Forward(const float* xn, int64_t n, float* out, double capacity_factor, SparsityStats* stats,
+               ThreadPool* pool);
+
+  // Bytes read per decoded token: router, k experts (average expert size) and the shared expert.
+  size_t ActiveBytesPerToken() const;
+  // Bytes of all weights of this layer's FFN.
+  size_t TotalBytes() const;
+  int32_t n_expert() const { return n_expert_; }
+
+ private:
+  struct Expert {
+    ExpertMatrix gate, up, down;  // [ffn, dim], [ffn, dim], [dim, ffn]
+  };
+  // out: [m, dim] = down(silu(gate x) * up x) for x: [m, dim].
+  void RunExpert(const Expert& e, const float* x, int64_t m, float* out, ThreadPool* pool);
+
+  int32_t n_expert_ = 0, k_ = 0, dim_ = 0, ffn_ = 0, shared_ffn_ = 0;
+  bool normalize_ = true;
+  ExpertMatrix router_;             // [n_expert, dim]
+  std::vector<Expert> experts_;     // [n_expert]
+  Expert shared_;                   // [shared_ffn, dim] ... (absent when shared_ffn_ == 0)
+  std::vector<float> shared_gate_;  // [dim] sigmoid gate of the shared expert (may be empty)
+
+  // Per-call scratch, sized to the largest step seen.
+  struct Scratch {
+    std::vector<float> logits;      // [n, n_expert]
+    std::vector<float> gathered;    // [m, dim] rows routed to one expert
+    std::vector<float> gate, up;    // [m, ffn]
+    std::vector<float> expert_out;  // [m, dim]
+    std::vector<float> slot_out;    // [n, k, dim] each token's k expert outputs before mixing
+    std::vector<uint8_t> kept;      // [n, k] 1 = the assignment was computed
+  } s_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,53 @@
+// SparsityOptions: the run-time switches that make a model skip work (MoE capacity, KV
+// budgets), and SparsityStats: what was skipped, counted so figures can show it next to the
+// quality it cost. The defaults are exact: nothing dropped, nothing evicted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+enum class KvPolicy {
+  kFull,  // keep every token
+  kSink,  // StreamingLLM: the first sink_tokens + the most recent ones
+  kH2O,   // Heavy-Hitter Oracle: sinks + a recent window + the most attended tokens
+};
+const char* KvPolicyName(KvPolicy p);
+
+struct SparsityOptions {
+  // MoE: expert capacity = ceil(k * F * tokens_in_step / n_experts); assignments past it are
+  // dropped for that expert (their share of the FFN output is 0, the residual passes). 0: off.
+  // Dropping depends on what else is in the step, so it is not batch-invariant.
+  double moe_capacity_factor = 0;
+
+  // KV budget per sequence (model/kv_budget_cache.h): kv_budget tokens kept between forward
+  // passes (0: no limit). recent_window < 0: sink keeps budget - sinks recent tokens, h2o half
+  // of that (the rest are heavy hitters).
+  KvPolicy kv_policy = KvPolicy::kFull;
+  int32_t kv_budget = 0;
+  int32_t sink_tokens = 4;
+  int32_t recent_window = -1;
+
+  bool UsesKvBudget() const { return kv_policy != KvPolicy::kFull && kv_budget > 0; }
+  bool Exact() const { return moe_capacity_factor <= 0 && !UsesKvBudget(); }
+};
+
+struct SparsityStats {
+  // MoE, summed over layers and forward calls: [n_expert] token->expert assignments routed to
+  // each expert (load) and how many of those the capacity dropped.
+  std::vector<int64_t> expert_load, expert_dropped;
+  int64_t moe_assignments = 0, moe_dropped = 0;
+  // KV budget: tokens evicted and the most KV blocks any sequence held ([bytes] = blocks x
+  // block bytes), next to what a full cache of the same positions would hold.
+  int64_t kv_evicted_tokens = 0;
+  int64_t kv_peak_bytes = 0, kv_full_bytes = 0;
+
+  double MoeDropRate() const {
+    return moe_assignments > 0 ? static_cast<double>(moe_dropped) / static_cast<double>(moe_assignments)
+                               : 0.0;
+  }
+};
+
+}  // namespace ferry

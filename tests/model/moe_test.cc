@@ -1,0 +1,326 @@
+// MoE: router, capacity rule, the grouped-by-expert layer against per-token references (one
+// independent in double precision, one through the same kernels for bit-exactness), dropping,
+// and whole MoE models (Mixtral-style llama, Qwen2-MoE with a shared expert).
+#include "model/moe.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/metadata.h"
+#include "formats/weight_source.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "model/synthetic_model.h"
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+struct MoeFixture {
+  std::unique_ptr<formats::WeightSource> src;
+  ModelConfig cfg;
+};
+
+MoeFixture Make(const std::string& preset, DType type) {
+  const std::string path = testing::TempDir() + "/" + preset + "-" + DTypeName(type) + ".gguf";
+  SyntheticModelOptions o;
+  o.preset = preset;
+  o.type = type;
+  o.stddev = 0.08f;
+  EXPECT_TRUE(WriteSyntheticModel(path, o).ok());
+  MoeFixture f;
+  auto src = formats::OpenWeightSource(path);
+  EXPECT_TRUE(src.ok()) << src.status().ToString();
+  f.src = std::move(*src);
+  auto cfg = ModelConfig::FromMetadata(f.src->metadata());
+  EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+  f.cfg = *cfg;
+  return f;
+}
+
+std::vector<float> RandomRows(int64_t n, int64_t dim, uint32_t seed) {
+  std::vector<float> x(static_cast<size_t>(n * dim));
+  uint32_t s = seed;
+  for (float& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) / 500.0f;
+  }
+  return x;
+}
+
+// One [rows, cols] matrix of a tensor holding `index`-th of its stacked matrices, as f32.
+std::vector<float> Dequant(const formats::WeightSource& src, const std::string& name, int64_t index,
+                           int64_t rows, int64_t cols) {
+  const formats::TensorRef* t = src.FindTensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  const size_t row_bytes = RowBytes(t->dtype, cols);
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::DequantizeRow(
+        t->dtype, static_cast<const uint8_t*>(t->data) + row_bytes * static_cast<size_t>(index * rows + r),
+        w.data() + r * cols, cols);
+  return w;
+}
+
+// The per-token MoE in double precision from dequantized weights: no grouping, no kernels.
+// kept(t, rank) says whether the assignment survives the capacity.
+template <typename Kept>
+std::vector<float> DenseReference(const MoeFixture& f, int32_t layer, const std::vector<float>& x, int64_t n,
+                                  Kept kept) {
+  const ModelConfig& c = f.cfg;
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  const int64_t dim = c.dim, ffn = c.expert_ffn_dim;
+  auto router = Dequant(*f.src, p + "ffn_gate_inp.weight", 0, c.n_expert, dim);
+  auto mlp = [&](const std::vector<float>& g, const std::vector<float>& u, const std::vector<float>& d,
+                 int64_t width, const float* xt, std::vector<double>& acc, double w) {
+    std::vector<double> h(static_cast<size_t>(width));
+    for (int64_t j = 0; j < width; ++j) {
+      double gs = 0, us = 0;
+      for (int64_t i = 0; i < dim; ++i) {
+        gs += double{g[static_cast<size_t>(j * dim + i)]} * xt[i];
+        us += double{u[static_cast<size_t>(j * dim + i)]} * xt[i];
+      }
+      h[static_cast<size_t>(j)] = gs / (1.0 + std::exp(-gs)) * us;
+    }
+    for (int64_t o = 0; o < dim; ++o) {
+      double s = 0;
+      for (int64_t j = 0; j < width; ++j)
+        s += double{d[static_cast<size_t>(o * width + j)]} * h[static_cast<size_t>(j)];
+      acc[static_cast<size_t>(o)] += w * s;
+    }
+  };
+  std::vector<float> out(static_cast<size_t>(n * dim));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x.data() + t * dim;
+    std::vector<float> logits(static_cast<size_t>(c.n_expert));
+    for (int32_t e = 0; e < c.n_expert; ++e) {
+      double s = 0;
+      for (int64_t i = 0; i < dim; ++i) s += double{router[static_cast<size_t>(e * dim + i)]} * xt[i];
+      logits[static_cast<size_t>(e)] = static_cast<float>(s);
+    }
+    TokenRoute route = RouteToken(logits.data(), c.n_expert, c.n_expert_used, c.expert_weights_norm);
+    std::vector<double> acc(static_cast<size_t>(dim), 0.0);
+    for (int32_t r = 0; r < c.n_expert_used; ++r) {
+      if (!kept(t, r)) continue;
+      const int64_t e = route.expert[static_cast<size_t>(r)];
+      mlp(Dequant(*f.src, p + "ffn_gate_exps.weight", e, ffn, dim),
+          Dequant(*f.src, p + "ffn_up_exps.weight", e, ffn, dim),
+          Dequant(*f.src, p + "ffn_down_exps.weight", e, dim, ffn), ffn, xt, acc,
+          route.weight[static_cast<size_t>(r)]);
+    }
+    if (c.shared_expert_ffn_dim > 0) {
+      const int64_t sh = c.shared_expert_ffn_dim;
+      auto g = Dequant(*f.src, p + "ffn_gate_inp_shexp.weight", 0, 1, dim);
+      double dot = 0;
+      for (int64_t i = 0; i < dim; ++i) dot += double{g[static_cast<size_t>(i)]} * xt[i];
+      mlp(Dequant(*f.src, p + "ffn_gate_shexp.weight", 0, sh, dim),
+          Dequant(*f.src, p + "ffn_up_shexp.weight", 0, sh, dim),
+          Dequant(*f.src, p + "ffn_down_shexp.weight", 0, dim, sh), sh, xt, acc,
+          1.0 / (1.0 + std::exp(-dot)));
+    }
+    for (int64_t o = 0; o < dim; ++o)
+      out[static_cast<size_t>(t * dim + o)] = static_cast<float>(acc[static_cast<size_t>(o)]);
+  }
+  return out;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double rel) {
+  ASSERT_EQ(got.size(), want.size());
+  double max_abs = 0;
+  for (float w : want) max_abs = std::max(max_abs, static_cast<double>(std::fabs(w)));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * max_abs + 1e-6) << "element " << i;
+}
+
+TEST(MoeRouter, SoftmaxTopKOrderAndWeights) {
+  const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  TokenRoute r = RouteToken(logits, 5, 3, /*normalize=*/true);
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{1, 3, 4}));  // tie 1 vs 3: lower index first
+  EXPECT_NEAR(r.weight[0] + r.weight[1] + r.weight[2], 1.0, 1e-6);
+  EXPECT_FLOAT_EQ(r.weight[0], r.weight[1]);
+  TokenRoute u = RouteToken(logits, 5, 2, /*normalize=*/false);
+  double z = 0;
+  for (float l : logits) z += std::exp(l - 2.0);
+  EXPECT_NEAR(u.weight[0], 1.0 / z, 1e-6);  // plain softmax probability, not renormalized
+}
+
+TEST(MoeRouter, CapacityRule) {
+  // ceil(k * F * tokens / experts)
+  EXPECT_EQ(ExpertCapacity(2, 1.0, 10, 8), 3);   // 2.5 -> 3
+  EXPECT_EQ(ExpertCapacity(2, 1.0, 16, 8), 4);   // exactly 4
+  EXPECT_EQ(ExpertCapacity(2, 1.25, 16, 8), 5);  // exactly 5
+  EXPECT_EQ(ExpertCapacity(2, 0.5, 1, 8), 1);    // a single decode token always fits
+  EXPECT_EQ(ExpertCapacity(4, 0.1, 3, 60), 1);
+  EXPECT_EQ(ExpertCapacity(2, 0.0, 100, 8), std::numeric_limits<int64_t>::max());
+}
+
+class MoeLayerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MoeLayerTest, EqualsDenseReferenceWithoutDropping) {
+  MoeFixture f = Make(GetParam(), DType::kF32);
+  ThreadPool pool(2);
+  auto moe = MoeFfn::Load(*f.src, f.cfg, 1, /*repack=*/true, &pool);
+  ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+  const int64_t n = 13, dim = f.cfg.dim;
+  auto x = RandomRows(n, dim, 7);
+  std::vector<float> out(static_cast<size_t>(n * dim));
+  SparsityStats stats;
+  (*moe)->Forward(x.data(), n, out.data(), 0.0, &stats, &pool);
+  ExpectClose(out, DenseReference(f, 1, x, n, [](int64_t, int32_t) { return true; }), 1e-5);
+  EXPECT_EQ(stats.moe_assignments, n * f.cfg.n_expert_used);
+  EXPECT_EQ(stats.moe_dropped, 0);
+  int64_t load = 0;
+  for (int64_t l : stats.expert_load) load += l;
+  EXPECT_EQ(load, n * f.cfg.n_expert_used);
+}
+
+// Grouped execution vs the same layer run one token at a time: the kernels are
+// batch-invariant, so grouping must not change a single bit (quantized weights too).
+TEST_P(MoeLayerTest, GroupedEqualsPerTokenBitExact) {
+  for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    MoeFixture f = Make(GetParam(), type);
+    ThreadPool pool(2);
+    auto moe = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool);
+    ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+    const int64_t n = 17, dim = f.cfg.dim;
+    auto x = RandomRows(n, dim, 11);
+    std::vector<float> grouped(static_cast<size_t>(n * dim)), single(static_cast<size_t>(n * dim));
+    (*moe)->Forward(x.data(), n, grouped.data(), 0.0, nullptr, &pool);
+    for (int64_t t = 0; t < n; ++t)
+      (*moe)->Forward(x.data() + t * dim, 1, single.data() + t * dim, 0.0, nullptr, nullptr);
+    EXPECT_EQ(grouped, single) << DTypeName(type);
+    // And close to the double-precision reference (activation quantization bounds the error).
+    ExpectClose(grouped, DenseReference(f, 0, x, n, [](int64_t, int32_t) { return true; }),
+                type == DType::kQ4_0 ? 0.06 : 0.02);
+  }
+}
+
+// With a capacity factor, each expert keeps exactly its first ceil(k F n / E) assignments in
+// token order; the dropped ones contribute nothing (the residual passes) and are counted.
+TEST_P(MoeLayerTest, CapacityDropsInTokenOrderAndCounts) {
+  MoeFixture f = Make(GetParam(), DType::kF32);
+  ThreadPool pool(2);
+  auto moe = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool);
+  ASSERT_TRUE(moe.ok());
+  MoeFfn* layer = moe->get();
+  const int64_t n = 24, dim = f.cfg.dim;
+  const int32_t E = f.cfg.n_expert, k = f.cfg.n_expert_used;
+  auto x = RandomRows(n, dim, 5);
+  for (double factor : {0.5, 1.0, 2.0}) {
+    const int64_t cap = ExpertCapacity(k, factor, n, E);
+    // Expected kept set from the reference routing.
+    auto router = Dequant(*f.src, "blk.0.ffn_gate_inp.weight", 0, E, dim);
+    std::vector<std::vector<uint8_t>> kept(static_cast<size_t>(n),
+                                           std::vector<uint8_t>(static_cast<size_t>(k)));
+    std::vector<int64_t> seen(static_cast<size_t>(E), 0), want_drop(static_cast<size_t>(E), 0);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> logits(static_cast<size_t>(E));
+      for (int32_t e = 0; e < E; ++e) {
+        double s = 0;
+        for (int64_t i = 0; i < dim; ++i)
+          s += double{router[static_cast<size_t>(e * dim + i)]} * x[static_cast<size_t>(t * dim + i)];
+        logits[static_cast<size_t>(e)] = static_cast<float>(s);
+      }
+      TokenRoute r = RouteToken(logits.data(), E, k, f.cfg.expert_weights_norm);
+      for (int32_t j = 0; j < k; ++j) {
+        const size_t e = static_cast<size_t>(r.expert[static_cast<size_t>(j)]);
+        kept[static_cast<size_t>(t)][static_cast<size_t>(j)] = seen[e] < cap;
+        if (seen[e]++ >= cap) ++want_drop[e];
+      }
+    }
+    std::vector<float> out(static_cast<size_t>(n * dim));
+    SparsityStats stats;
+    layer->Forward(x.data(), n, out.data(), factor, &stats, &pool);
+    EXPECT_EQ(stats.expert_dropped, want_drop) << "factor " << factor;
+    EXPECT_EQ(stats.expert_load, seen) << "factor " << factor;
+    int64_t total_drop = 0;
+    for (int64_t d : want_drop) total_drop += d;
+    EXPECT_EQ(stats.moe_dropped, total_drop);
+    if (factor == 0.5) {
+      EXPECT_GT(total_drop, 0);  // 24 tokens, 8 experts: capacity 3 must overflow somewhere
+    }
+    ExpectClose(out,
+                DenseReference(f, 0, x, n,
+                               [&](int64_t t, int32_t r) {
+                                 return kept[static_cast<size_t>(t)][static_cast<size_t>(r)] != 0;
+                               }),
+                1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, MoeLayerTest, ::testing::Values("moe-tiny", "qwen2moe-tiny"),
+                         [](const auto& info) { return info.param == "moe-tiny" ? "Mixtral" : "Qwen2Moe"; });
+
+// Whole MoE models: prefill in chunks equals token by token exactly (no dropping), and a
+// capacity factor changes the result and counts drops.
+TEST(MoeModel, BatchInvariantWithoutDroppingAndCountsDropsWithCapacity) {
+  for (const char* preset : {"moe-tiny", "qwen2moe-tiny"}) {
+    MoeFixture f = Make(preset, DType::kQ8_0);
+    auto m = CreateModel(*f.src);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    Model& model = **m;
+    const int32_t nv = model.config().n_vocab, n = 32;
+    auto run = [&](int chunk, ThreadPool* pool) {
+      auto kv = ContiguousKvCache::Create(model.config().n_layers, 1, 64, model.config().n_kv_heads,
+                                          model.config().head_dim);
+      EXPECT_TRUE(kv.ok());
+      std::vector<float> logits(static_cast<size_t>(n) * nv);
+      for (int s = 0; s < n; s += chunk) {
+        ForwardBatch b;
+        for (int i = s; i < std::min(n, s + chunk); ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
+        EXPECT_TRUE(model.Forward(b, *kv, logits.data() + static_cast<size_t>(s) * nv, pool).ok());
+      }
+      return logits;
+    };
+    ThreadPool pool(2);
+    auto whole = run(n, &pool);
+    EXPECT_EQ(whole, run(1, nullptr)) << preset;
+    EXPECT_EQ(whole, run(5, &pool)) << preset;
+    EXPECT_EQ(model.sparsity_stats().moe_dropped, 0);
+    EXPECT_EQ(model.sparsity_stats().moe_assignments,
+              3 * n * model.config().n_layers * model.config().n_expert_used);
+
+    SparsityOptions sp;
+    sp.moe_capacity_factor = 0.5;
+    model.set_sparsity(sp);
+    model.ResetSparsityStats();
+    auto dropped = run(n, &pool);
+    EXPECT_NE(whole, dropped);
+    EXPECT_GT(model.sparsity_stats().moe_dropped, 0);
+    EXPECT_LT(model.sparsity_stats().MoeDropRate(), 0.75);
+    // One token per step never overflows (capacity >= 1 and its k experts are distinct).
+    model.ResetSparsityStats();
+    EXPECT_EQ(run(1, nullptr), whole);
+    EXPECT_EQ(model.sparsity_stats().moe_dropped, 0);
+    // Decode reads only the active experts.
+    EXPECT_LT(model.WeightBytes(), f.src->TensorBytes());
+  }
+}
+
+TEST(MoeConfig, BadExpertCountsAreClearErrors) {
+  Metadata md;
+  md.SetString("general.architecture", "llama");
+  md.SetUint("llama.embedding_length", 64);
+  md.SetUint("llama.block_count", 1);
+  md.SetUint("llama.feed_forward_length", 128);
+  md.SetUint("llama.attention.head_count", 4);
+  md.SetUint("llama.vocab_size", 100);
+  md.SetUint("llama.expert_count", 8);
+  md.SetUint("llama.expert_used_count", 9);
+  auto c = ModelConfig::FromMetadata(md);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().ToString().find("expert_used_count"), std::string::npos) << c.status().ToString();
+  md.SetUint("llama.expert_used_count", 2);
+  c = ModelConfig::FromMetadata(md);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->IsMoe());
+  EXPECT_EQ(c->expert_ffn_dim, 128);  // Mixtral: the expert width is feed_forward_length
+  EXPECT_TRUE(c->expert_weights_norm);
+}
+
+}  // namespace
+}  // namespace ferry
