@@ -52,6 +52,7 @@ Runner AddServeCommand(CLI::App& app) {
     if (GetLogLevel() > LogLevel::kInfo) SetLogLevel(LogLevel::kInfo);
     auto ec = o->engine.ToConfig(o->model.threads);
     if (!ec.ok()) return Fail(ec.status());
+    if (Status st = o->model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     std::optional<ModelChatTemplate> tmpl;
