@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "quant/autoawq_export.h"
 #include "quant/awq.h"
 #include "quant/int4_payloads.h"
 #include "quant/int4_quant.h"
@@ -19,6 +20,7 @@ namespace {
 struct QuantizeOpts {
   std::string model, tokenizer, out, scheme, method, export_kind, export_dir, preview;
   int32_t preview_ctx = 256;
+  std::vector<std::string> export_args;  // {kind, dir}
   int64_t group = 128;
   double alpha = -1;  // smoothquant default 0.5
   bool static_act = false, no_clip = false, mlp_objective = false, duo = false;
@@ -64,7 +66,11 @@ Status PreviewW8A8(const quant::FloatModel& m, const quant::PayloadMap& payloads
   return Status::Ok();
 }
 
-int Run(const QuantizeOpts& o) {
+int Run(QuantizeOpts& o) {
+  if (o.export_args.size() == 2) {
+    o.export_kind = o.export_args[0];
+    o.export_dir = o.export_args[1];
+  }
   if (Status st = Check(o); !st.ok()) return Fail(st);
   auto in = LoadForQuant(o.model, o.tokenizer);
   if (!in.ok()) return Fail(in.status());
@@ -117,6 +123,12 @@ int Run(const QuantizeOpts& o) {
   }
   if (Status st = quant::WriteQuantizedGguf(o.out, *in->source, m, payloads, recipe); !st.ok())
     return Fail(st);
+  if (!o.export_kind.empty()) {
+    auto rep = quant::ExportAutoAwq(o.export_dir, m, payloads, o.group);
+    if (!rep.ok()) return Fail(rep.status());
+    std::printf("exported %s (AutoAWQ GEMM): %d linears packed, %zu kept dense (modules_to_not_convert)\n",
+                o.export_dir.c_str(), rep->converted, rep->not_converted.size());
+  }
   if (!o.preview.empty() && o.scheme == "w8a8") {
     if (Status st = PreviewW8A8(m, payloads, *in, o.preview, o.preview_ctx, pool); !st.ok()) return Fail(st);
   }
@@ -159,8 +171,8 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_flag("--awq-duo", o->duo, "awq: AutoAWQ's duo scaling s = s_X^a / w_mean^(1-a)");
   cmd->add_flag("--awq-mlp-objective", o->mlp_objective,
                 "awq: score gate/up scales on the FFN output (AutoAWQ's module)");
-  cmd->add_option("--export", o->export_kind, "also export: autoawq");
-  cmd->add_option("--export-dir", o->export_dir, "folder for --export");
+  cmd->add_option("--export", o->export_args, "also export: autoawq DIR (AutoAWQ GEMM safetensors folder)")
+      ->expected(2);
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)");
   cmd->add_option("-o,--output", o->out, "output GGUF")->required();
   return [o]() -> int { return Run(*o); };
