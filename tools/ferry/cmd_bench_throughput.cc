@@ -2,12 +2,13 @@
 // drawn uniformly from ranges with a seed, optionally a shared prompt prefix) to the engine
 // all at once and reports token throughput, latency percentiles, preemptions, prefix-cache
 // hit rate and KV waste, as text or one JSON object.
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
@@ -43,8 +44,7 @@ StatusOr<size_t> ParseMemory(const std::string& s) {
   try {
     v = std::stod(s, &used);
   } catch (...) {
-    return InvalidArgumentError("--kv-cache-memory '{}': expected bytes (2G, 512M) or a fraction of free RAM",
-                                s);
+    return InvalidArgumentError("--kv-cache-memory '{}': expected bytes (2G, 512M) or a fraction of free RAM", s);
   }
   std::string suffix = s.substr(used);
   if (suffix.empty() && v > 0 && v <= 1.0) {
@@ -55,18 +55,13 @@ StatusOr<size_t> ParseMemory(const std::string& s) {
       if (key == "MemAvailable:") return static_cast<size_t>(v * static_cast<double>(kb) * 1024.0);
       in.ignore(256, '\n');
     }
-    return InvalidArgumentError(
-        "--kv-cache-memory {}: cannot read MemAvailable from /proc/meminfo; give bytes", s);
+    return InvalidArgumentError("--kv-cache-memory {}: cannot read MemAvailable from /proc/meminfo; give bytes", s);
   }
   double mul = 1;
-  if (suffix == "K" || suffix == "k")
-    mul = 1024.0;
-  else if (suffix == "M" || suffix == "m")
-    mul = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g")
-    mul = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty())
-    return InvalidArgumentError("--kv-cache-memory '{}': unknown suffix '{}'", s, suffix);
+  if (suffix == "K" || suffix == "k") mul = 1024.0;
+  else if (suffix == "M" || suffix == "m") mul = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mul = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return InvalidArgumentError("--kv-cache-memory '{}': unknown suffix '{}'", s, suffix);
   if (v <= 0) return InvalidArgumentError("--kv-cache-memory must be positive");
   return static_cast<size_t>(v * mul);
 }
@@ -97,8 +92,7 @@ int RunBench(const Opts& o) {
   if (!kv_bytes.ok()) return Fail(kv_bytes.status());
   if (o.policy != "continuous" && o.policy != "static")
     return Fail(InvalidArgumentError("--policy '{}': expected continuous or static", o.policy));
-  if (o.prefix_share < 0 || o.prefix_share > 1)
-    return Fail(InvalidArgumentError("--prefix-share must be in [0, 1]"));
+  if (o.prefix_share < 0 || o.prefix_share > 1) return Fail(InvalidArgumentError("--prefix-share must be in [0, 1]"));
 
   auto lm = LoadModel(o.model.model, LoadOptions{o.model.tokenizer});
   if (!lm.ok()) return Fail(lm.status());
@@ -181,11 +175,8 @@ int RunBench(const Opts& o) {
   j["output_tokens_per_s"] = out_tokens / elapsed;
   j["total_tokens_per_s"] = (in_tokens + out_tokens) / elapsed;
   j["decode_tokens_per_s"] = last_token > first_token ? decode_tokens / (last_token - first_token) : 0.0;
-  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"ttft", &ttft},
-                         {"tpot", &tpot},
-                         {"itl", &itl},
-                         {"e2e", &e2e},
-                         {"queue", &queue}})
+  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
+                         {"itl", &itl}, {"e2e", &e2e}, {"queue", &queue}})
     for (double p : {50.0, 90.0, 99.0})
       j[fmt::format("{}_p{}_ms", name, static_cast<int>(p))] = Percentile(*v, p);
   j["prefill_tokens_computed"] = stats.prefill_tokens_computed;
@@ -194,9 +185,9 @@ int RunBench(const Opts& o) {
   j["prefix_cache_hit_rate"] = stats.PrefixHitRate();
   j["kv_waste"] = stats.KvWaste();
   j["steps"] = stats.steps;
-  j["kv_blocks"] = static_cast<int64_t>(
-      *kv_bytes / PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size, lm->config().n_kv_heads,
-                                           lm->config().head_dim));
+  j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
+                                                                             lm->config().n_kv_heads,
+                                                                             lm->config().head_dim));
   j["block_size"] = o.block_size;
   j["max_batch_tokens"] = o.max_batch_tokens;
   j["max_num_seqs"] = o.max_num_seqs;
@@ -214,32 +205,17 @@ Runner AddBenchThroughputCommand(CLI::App& bench) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("throughput", "offline serving throughput of the batching engine");
   o->model.Add(cmd);
-  cmd->add_option("--num-prompts", o->num_prompts, "requests, all submitted at once")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--input-len", o->input_len, "prompt length range MIN:MAX (uniform)")
-      ->capture_default_str();
-  cmd->add_option("--output-len", o->output_len, "output length range MIN:MAX (uniform)")
-      ->capture_default_str();
-  cmd->add_option("--prefix-share", o->prefix_share, "fraction of each prompt shared by all prompts")
-      ->capture_default_str();
-  cmd->add_option("--n", o->n, "parallel samples per request (forks sharing the prompt)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--num-prompts", o->num_prompts, "requests, all submitted at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--input-len", o->input_len, "prompt length range MIN:MAX (uniform)")->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "output length range MIN:MAX (uniform)")->capture_default_str();
+  cmd->add_option("--prefix-share", o->prefix_share, "fraction of each prompt shared by all prompts")->capture_default_str();
+  cmd->add_option("--n", o->n, "parallel samples per request (forks sharing the prompt)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "workload and sampling seed")->capture_default_str();
   cmd->add_option("--policy", o->policy, "continuous | static batching")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per step (decodes + prefill chunks)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences per step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-cache-memory", o->kv_memory,
-                  "KV cache size: bytes (2G, 512M) or fraction of free RAM")
-      ->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "tokens per KV block")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per step (decodes + prefill chunks)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", o->kv_memory, "KV cache size: bytes (2G, 512M) or fraction of free RAM")->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "tokens per KV block")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "disable automatic prefix caching");
   cmd->add_option("--temp", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");

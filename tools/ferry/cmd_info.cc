@@ -50,22 +50,18 @@ Runner AddInfoCommand(CLI::App& app) {
       e.second += t.nbytes;
     }
     std::printf("parameters:     %lld (%.2f M)\n", static_cast<long long>(params), params / 1e6);
-    std::printf("tensors:        %zu, %s\n", src.tensors().size(),
-                HumanBytes(static_cast<double>(src.TensorBytes())).c_str());
+    std::printf("tensors:        %zu, %s\n", src.tensors().size(), HumanBytes(static_cast<double>(src.TensorBytes())).c_str());
     for (const auto& [type, e] : by_type)
-      std::printf("  %-6s        %4d tensors, %s\n", type.c_str(), e.first,
-                  HumanBytes(static_cast<double>(e.second)).c_str());
+      std::printf("  %-6s        %4d tensors, %s\n", type.c_str(), e.first, HumanBytes(static_cast<double>(e.second)).c_str());
     if (params > 0)
-      std::printf("bits/weight:    %.2f\n",
-                  8.0 * static_cast<double>(src.TensorBytes()) / static_cast<double>(params));
+      std::printf("bits/weight:    %.2f\n", 8.0 * static_cast<double>(src.TensorBytes()) / static_cast<double>(params));
 
     auto cfg = ModelConfig::FromMetadata(md);
     if (cfg.ok()) {
       std::printf("context length: %d\n", cfg->n_ctx_train);
-      std::printf("layers:         %d, dim %d, ffn %d, heads %d (kv %d), head dim %d\n", cfg->n_layers,
-                  cfg->dim, cfg->ffn_dim, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim);
-      std::printf("rope:           theta %g, dims %d, %s\n", cfg->rope_theta, cfg->rot_dim,
-                  cfg->rope_neox ? "neox" : "normal");
+      std::printf("layers:         %d, dim %d, ffn %d, heads %d (kv %d), head dim %d\n", cfg->n_layers, cfg->dim,
+                  cfg->ffn_dim, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim);
+      std::printf("rope:           theta %g, dims %d, %s\n", cfg->rope_theta, cfg->rot_dim, cfg->rope_neox ? "neox" : "normal");
       std::printf("rms norm eps:   %g\n", cfg->rms_eps);
     } else if (src.tensors().empty()) {
       std::printf("model:          none (vocabulary only)\n");
@@ -80,12 +76,10 @@ Runner AddInfoCommand(CLI::App& app) {
       std::printf("tokenizer:      unavailable: %s\n", tok.status().message().c_str());
     }
     if (o->metadata)
-      for (const auto& [key, value] : md.entries())
-        std::printf("  %-48s %s\n", key.c_str(), value.ToString().c_str());
+      for (const auto& [key, value] : md.entries()) std::printf("  %-48s %s\n", key.c_str(), value.ToString().c_str());
     if (o->tensors)
       for (const auto& t : src.tensors())
-        std::printf("  %-40s %-6s %-20s %zu bytes\n", t.name.c_str(), DTypeName(t.dtype),
-                    t.ShapeString().c_str(), t.nbytes);
+        std::printf("  %-40s %-6s %-20s %zu bytes\n", t.name.c_str(), DTypeName(t.dtype), t.ShapeString().c_str(), t.nbytes);
     return 0;
   };
 }

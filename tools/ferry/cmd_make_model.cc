@@ -20,8 +20,7 @@ Runner AddMakeModelCommand(CLI::App& app) {
   std::string presets;
   for (const auto& p : ModelPresets()) presets += (presets.empty() ? "" : ", ") + p.name;
   cmd->add_option("--preset", o->preset, "shape preset: " + presets)->capture_default_str();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128")
-      ->capture_default_str();
+  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128")->capture_default_str();
   cmd->add_option("-o,--output", o->out, "output .gguf file")->required();
   cmd->add_option("--seed", o->seed, "weights seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)");
@@ -38,8 +37,8 @@ Runner AddMakeModelCommand(CLI::App& app) {
     Timer timer;
     Status st = WriteSyntheticModel(o->out, opts);
     if (!st.ok()) return Fail(st);
-    std::fprintf(stderr, "ferry: wrote %s (%s, %s) in %.1f s\n", o->out.c_str(), o->preset.c_str(),
-                 o->type.c_str(), timer.Seconds());
+    std::fprintf(stderr, "ferry: wrote %s (%s, %s) in %.1f s\n", o->out.c_str(), o->preset.c_str(), o->type.c_str(),
+                 timer.Seconds());
     return 0;
   };
 }

@@ -3,8 +3,9 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "engine/loaded_model.h"
@@ -30,24 +31,20 @@ Runner AddTemplateCommand(CLI::App& app) {
     bool no_generation_prompt = false;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd =
-      app.add_subcommand("template", "render a chat template over a conversation (as transformers does)");
-  auto* m = cmd->add_option("-m,--model", o->model,
-                            "model whose chat template to use: GGUF file or Hugging Face folder");
+  CLI::App* cmd = app.add_subcommand("template", "render a chat template over a conversation (as transformers does)");
+  auto* m = cmd->add_option("-m,--model", o->model, "model whose chat template to use: GGUF file or Hugging Face folder");
   auto* t = cmd->add_option("--template", o->template_file, "a Jinja2 chat template file");
   m->excludes(t);
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file for -m (as for `ferry run`)");
-  cmd->add_option(
-         "--messages", o->messages_file,
-         "JSON file: a list of messages, or an object {\"messages\": [...], other variables (tools, ...)}")
+  cmd->add_option("--messages", o->messages_file,
+                  "JSON file: a list of messages, or an object {\"messages\": [...], other variables (tools, ...)}")
       ->required();
   cmd->add_flag("--no-generation-prompt", o->no_generation_prompt, "add_generation_prompt=false");
   auto* bos = cmd->add_option("--bos-token", o->bos, "bos_token text (default: the model's, else empty)");
   auto* eos = cmd->add_option("--eos-token", o->eos, "eos_token text (default: the model's, else empty)");
 
   return [o, bos, eos]() -> int {
-    if (o->model.empty() && o->template_file.empty())
-      return Fail(InvalidArgumentError("template: give -m MODEL or --template FILE"));
+    if (o->model.empty() && o->template_file.empty()) return Fail(InvalidArgumentError("template: give -m MODEL or --template FILE"));
     ModelChatTemplate mt;
     if (!o->template_file.empty()) {
       auto src = ReadText(o->template_file);
@@ -69,16 +66,12 @@ Runner AddTemplateCommand(CLI::App& app) {
       req.messages = json;
     } else if (json.is_object() && json.contains("messages")) {
       for (const auto& [k, v] : json.items()) {
-        if (k == "messages")
-          req.messages = v;
-        else if (k == "add_generation_prompt" && v.is_boolean())
-          req.add_generation_prompt = v.get<bool>();
-        else
-          req.extra[k] = v;
+        if (k == "messages") req.messages = v;
+        else if (k == "add_generation_prompt" && v.is_boolean()) req.add_generation_prompt = v.get<bool>();
+        else req.extra[k] = v;
       }
     } else {
-      return Fail(InvalidArgumentError("{}: expected a list of messages or an object with \"messages\"",
-                                       o->messages_file));
+      return Fail(InvalidArgumentError("{}: expected a list of messages or an object with \"messages\"", o->messages_file));
     }
     if (o->no_generation_prompt) req.add_generation_prompt = false;
     req.bos_token = bos->count() ? o->bos : mt.bos_token.value_or("");

@@ -1,11 +1,12 @@
 // `ferry tokenize`: text -> token ids, as llama-tokenize prints them.
 #include <cstdio>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "engine/loaded_model.h"
 #include "tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
 
 namespace ferry::cli {
 
