@@ -128,22 +128,56 @@ void BM_SiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
-// Decode attention: 1 query, 32 heads / 4 kv heads, head_dim 64, context = arg.
+// Decode attention: 1 query, 32 heads / 4 kv heads, head_dim 64; args: context, threads.
+// Long contexts split into 256-key chunks (flash-decoding), so 2 threads help at batch 1.
 void BM_AttentionDecode(benchmark::State& state) {
   const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4;
+  const int threads = static_cast<int>(state.range(1));
   const int nb = (n_ctx + bs - 1) / bs;
   std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd, 0.1f), v(k.size(), 0.2f), q(nh * hd, 0.3f), out(nh * hd);
   std::vector<int32_t> table(nb);
   for (int i = 0; i < nb; ++i) table[i] = nb - 1 - i;
   const int32_t pos = n_ctx - 1;
   KvBlocks kv{k.data(), v.data(), table.data(), bs};
-  ThreadPool pool(2);
+  ThreadPool pool(threads);
   for (auto _ : state) {
-    Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), &pool);
+    Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_AttentionDecode)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode)
+    ->Args({512, 1})->Args({512, 2})->Args({4096, 1})->Args({4096, 2})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// W8A8 MatMul (int8 weights, per-token dynamic int8 activations): args isa, n_tok, threads;
+// 16384 x 2048 int8 weights (32 MiB, beyond L3).
+void BM_MatMulW8A8(benchmark::State& state) {
+  const auto isa = static_cast<Isa>(state.range(0));
+  const int64_t n_tok = state.range(1), n_out = 16384, n_in = 2048;
+  const int threads = static_cast<int>(state.range(2));
+  if (!ForceIsa(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  std::mt19937 rng(4);
+  std::vector<int8_t> w(static_cast<size_t>(n_out * n_in));
+  for (auto& b : w) b = static_cast<int8_t>(rng());
+  std::vector<float> ws(n_out, 0.01f), x(static_cast<size_t>(n_in * n_tok)), y(static_cast<size_t>(n_out * n_tok));
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    MatMulW8A8(w.data(), ws.data(), n_out, n_in, x.data(), n_tok, 0.f, y.data(), threads > 1 ? &pool : nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+  state.SetLabel(IsaName(isa));
+  ForceIsa(BestSupportedIsa());
+}
+BENCHMARK(BM_MatMulW8A8)
+    ->Args({0, 1, 1})->Args({1, 1, 1})->Args({1, 1, 2})->Args({1, 32, 2})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Prefill attention: the last n_q = 64 queries of a context of arg tokens (tinyllama heads),
 // tiled online-softmax kernel (threads = range 1) vs the naive reference, which materializes

@@ -7,6 +7,7 @@ PKGS=(
   nlohmann-json3-dev    # JSON: safetensors headers, config.json, tokenizer.json
   libcli11-dev          # the ferry command line
   libpcre2-dev          # PCRE2 regexes (Unicode properties, JIT) for byte-level BPE pre-tokenizers
+  libcpp-httplib-dev    # HTTP server/client for `ferry serve` and `ferry bench serve`
   libgtest-dev libgmock-dev  # unit tests
   libbenchmark-dev      # kernel microbenchmarks
   clang libclang-rt-14-dev   # libFuzzer + ASan/UBSan for the parser fuzz targets
@@ -21,4 +22,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The OpenAI Node SDK test (tests/server/node) needs its npm packages; optional without node.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if command -v npm >/dev/null 2>&1; then
+  (cd "$root/tests/server/node" && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "install-deps: npm ci in tests/server/node failed; the Node SDK test will be skipped"
+else
+  echo "install-deps: npm not found; the OpenAI Node SDK test (tests/server/node) will be skipped"
 fi

@@ -13,6 +13,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(Model& model, const Tokenizer* 
   e->core_ = std::move(core);
   e->tok_ = tokenizer;
   e->on_output_ = std::move(on_output);
+  e->stats_ = e->core_->Stats();  // capacity is known before the first step
   e->loop_ = std::thread([p = e.get()] { p->Loop(); });
   return e;
 }
@@ -38,6 +39,7 @@ StatusOr<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, const Reques
     if (!loop_status_.ok()) return loop_status_;
     id = c.id = next_id_++;
     ++unfinished_;
+    ++queued_adds_;
     inbox_.push_back(std::move(c));
   }
   wake_.notify_one();
@@ -65,6 +67,11 @@ void Engine::WaitIdle() {
   idle_.wait(l, [&] { return unfinished_ == 0 || !loop_status_.ok(); });
 }
 
+int64_t Engine::NumWaiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return queued_adds_ + stats_.waiting;
+}
+
 EngineStats Engine::Stats() const {
   std::lock_guard<std::mutex> l(mu_);
   return stats_;
@@ -84,7 +91,9 @@ void Engine::Loop() {
       if (stop_) return;
       commands.swap(inbox_);
     }
+    int64_t added = 0;
     for (Command& c : commands) {
+      added += c.abort ? 0 : 1;
       if (c.abort) {
         core_->Abort(c.id);
       } else {
@@ -103,6 +112,7 @@ void Engine::Loop() {
     {
       std::lock_guard<std::mutex> l(mu_);
       unfinished_ -= done;
+      queued_adds_ -= added;
       idle = unfinished_ == 0;
       has_work_ = core_->HasWork();
       stats_ = core_->Stats();

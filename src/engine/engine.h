@@ -37,6 +37,9 @@ class Engine {
   void WaitIdle();
   // Counters after the latest step (thread-safe).
   EngineStats Stats() const;
+  // Requests added but not running yet: queued for the loop plus waiting after the latest
+  // step (thread-safe; for admission control).
+  int64_t NumWaiting() const;
   Status LoopStatus() const;  // an internal error that stopped the loop, if any
 
  private:
@@ -62,6 +65,7 @@ class Engine {
   int64_t unfinished_ = 0;      // guarded by mu_: added requests not finished yet
   RequestId next_id_ = 1;       // guarded by mu_
   EngineStats stats_;           // guarded by mu_
+  int64_t queued_adds_ = 0;     // guarded by mu_: added requests not in stats_ yet
   Status loop_status_;          // guarded by mu_
   std::thread loop_;
 };

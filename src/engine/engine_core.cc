@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/create_proposer.h"
+
 namespace ferry {
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tokenizer* tokenizer,
@@ -35,6 +37,13 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
   if (tokenizer) is_eog = [tokenizer](int32_t id) { return tokenizer->IsEog(id); };
   EngineCore* self = e.get();
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->kv_, std::move(is_eog), [self] { return self->Now(); });
+  e->spec_config_ = config.spec;
+  FERRY_ASSIGN_OR_RETURN(
+      e->proposer_,
+      spec::CreateProposer(config.spec, mc,
+                           spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
+                                               sc.max_num_seqs, sc.max_seq_len},
+                           e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get());
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   return e;
@@ -45,6 +54,9 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
   for (int32_t t : prompt)
     if (t < 0 || t >= n_vocab) return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
+  if (options.spec_tokens > 32)
+    return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}",
+                                options.spec_tokens);
   return scheduler_->Validate(static_cast<int32_t>(prompt.size()), options);
 }
 
@@ -57,6 +69,10 @@ void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOpt
     if (p.seed != SamplingParams{}.seed) p.seed += static_cast<uint64_t>(b);
     req->fork_samplers.emplace_back(p, n_vocab);
   }
+  // A request that asks for logprobs decodes plainly: verification samples from adjusted
+  // distributions, and every token's raw logprobs come from the plain sampling path.
+  if (proposer_ && options.logprobs < 0)
+    req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens, spec_config_.adaptive);
   req->times.arrival = arrival;
   scheduler_->Add(std::move(req));
 }
@@ -65,21 +81,54 @@ void EngineCore::Abort(RequestId id) { scheduler_->Abort(id); }
 
 StatusOr<std::vector<RequestOutput>> EngineCore::Step() {
   std::vector<RequestOutput> outputs;
+  if (proposer_) FERRY_RETURN_IF_ERROR(Propose());
   SchedulerOutput sched = scheduler_->Schedule();
   if (!sched.empty()) {
+    bool verifies = false;
+    for (const ScheduledRequest& s : sched.scheduled) verifies |= s.num_draft > 0;
+    Timer verify_timer;
     FERRY_ASSIGN_OR_RETURN(RunnerOutput result, runner_->Execute(sched));
+    if (verifies) spec_verify_s_ += verify_timer.Seconds();
     std::vector<SeqEvent> events = scheduler_->Update(sched, result);
+    // Roll the draft's state back to what the target accepted (its KV blocks return now).
+    if (verifies)
+      for (const ScheduledRequest& s : sched.scheduled)
+        if (s.num_draft > 0 && !IsFinished(s.req->status)) proposer_->Rollback(s.req->spec, s.req->tokens);
     output_->Process(events, *scheduler_, outputs);
   }
   output_->Finalize(scheduler_->TakeFinished(), *scheduler_, outputs);
   return outputs;
 }
 
+Status EngineCore::Propose() {
+  Timer timer;
+  const int32_t max_seq_len = scheduler_->config().max_seq_len;
+  std::vector<spec::ProposeRequest> requests;
+  for (Request* r : scheduler_->running()) {
+    r->spec.ClearDraft();
+    // Only single-token decodes speculate (not prefill chunks, not a parent before its fork).
+    if (r->spec.max_k <= 0 || r->num_pending() != 1 || r->num_output() == 0 || !r->fork_samplers.empty())
+      continue;
+    if (!r->spec.ShouldDraft()) continue;
+    // Room: every accepted draft plus one token must fit the output and the context.
+    const int32_t room = std::min(r->options.max_tokens - r->num_output(), max_seq_len - r->num_tokens()) - 1;
+    if (room > 0) requests.push_back({r->tokens, &r->sampler, &r->spec, room});
+  }
+  if (requests.empty()) return Status::Ok();
+  FERRY_RETURN_IF_ERROR(proposer_->Propose(requests));
+  spec_draft_s_ += timer.Seconds();
+  return Status::Ok();
+}
+
 EngineStats EngineCore::Stats() const {
   EngineStats s = scheduler_->stats();
+  s.spec_draft_s = spec_draft_s_;
+  s.spec_verify_s = spec_verify_s_;
   s.running = scheduler_->num_running();
   s.waiting = scheduler_->num_waiting();
   s.kv_usage = kv_->Usage();
+  s.kv_blocks = kv_->num_blocks();
+  s.kv_free_blocks = kv_->NumFreeBlocks();
   return s;
 }
 

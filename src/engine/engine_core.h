@@ -17,6 +17,8 @@
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
+#include "spec/proposer.h"
+#include "spec/spec_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ferry {
@@ -28,6 +30,7 @@ struct EngineConfig {
   bool prefix_caching = true;
   SchedulerConfig scheduler;          // scheduler.max_seq_len 0: the model's training context
   int32_t threads = 0;                // 0: physical cores
+  spec::SpecConfig spec;              // speculative decoding (off unless a proposer is set)
 };
 
 class EngineCore {
@@ -52,9 +55,13 @@ class EngineCore {
   int32_t num_blocks() const { return kv_->num_blocks(); }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   const kv::KvCacheManager& kv_manager() const { return *kv_; }
+  // The speculative-decoding proposer, or null when the engine does not speculate.
+  const spec::Proposer* proposer() const { return proposer_.get(); }
 
  private:
   EngineCore() = default;
+  // Drafts for every running request that decodes this step and speculates.
+  Status Propose();
 
   Model* model_ = nullptr;
   const Tokenizer* tok_ = nullptr;
@@ -62,6 +69,9 @@ class EngineCore {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> cache_;
   std::unique_ptr<kv::KvCacheManager> kv_;
+  spec::SpecConfig spec_config_;
+  std::unique_ptr<spec::Proposer> proposer_;  // before scheduler_: requests hold draft-KV leases
+  double spec_draft_s_ = 0, spec_verify_s_ = 0;
   std::unique_ptr<Scheduler> scheduler_;  // after kv_: its requests' leases return blocks to kv_
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> output_;

@@ -21,6 +21,8 @@ RequestMetrics ComputeRequestMetrics(const Request& r) {
   m.output_tokens = r.num_output();
   m.cached_prompt_tokens = std::max(0, r.num_cached_prompt_tokens);
   m.preemptions = r.num_preemptions;
+  m.spec_draft_tokens = r.spec.num_drafted;
+  m.spec_accepted_tokens = r.spec.num_accepted;
   m.arrival_s = t.arrival;
   m.queue_s = t.first_scheduled >= 0 ? t.first_scheduled - t.arrival : 0.0;
   if (m.output_tokens > 0 && t.first_token >= 0) {

@@ -14,6 +14,8 @@ struct RequestMetrics {
   int32_t output_tokens = 0;
   int32_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int32_t preemptions = 0;
+  int64_t spec_draft_tokens = 0;     // drafted tokens verified (speculative decoding)
+  int64_t spec_accepted_tokens = 0;  // ... of which were accepted
   double arrival_s = 0;  // on the engine clock
   double queue_s = 0;    // arrival -> first scheduled
   double ttft_s = 0;   // arrival -> first token
@@ -29,6 +31,7 @@ RequestMetrics ComputeRequestMetrics(const Request& r);
 struct EngineStats {
   int32_t running = 0, waiting = 0;
   double kv_usage = 0;                 // fraction of blocks referenced now
+  int32_t kv_blocks = 0, kv_free_blocks = 0;  // KV blocks in all / not referenced now
   int64_t steps = 0;
   int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
   int64_t prefill_tokens_computed = 0; // tokens computed other than single-token decodes
@@ -39,6 +42,19 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t finished = 0, aborted = 0;
   double kv_waste_sum = 0;             // sum over steps of unused/allocated slots
+  // Speculative decoding: verification passes (a request's step with >= 1 draft), drafts
+  // verified and accepted, and wall time drafting and in target passes that verified drafts.
+  int64_t spec_verifications = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  double spec_draft_s = 0, spec_verify_s = 0;
+  double SpecAcceptanceRate() const {
+    return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / spec_draft_tokens : 0.0;
+  }
+  // Accepted drafts per verification (each verification also yields one token of its own).
+  double SpecMeanAcceptedTokens() const {
+    return spec_verifications ? static_cast<double>(spec_accepted_tokens) / spec_verifications : 0.0;
+  }
   double PrefixHitRate() const {
     return prefix_query_tokens ? static_cast<double>(prefix_hit_tokens) / prefix_query_tokens : 0.0;
   }

@@ -2,6 +2,10 @@
 
 #include <span>
 
+#include "base/check.h"
+#include "spec/verifier.h"
+#include "sampling/logprobs.h"
+
 namespace ferry {
 
 StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
@@ -15,6 +19,11 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     const int32_t end = r.num_computed + s.num_tokens;
     for (int32_t p = r.num_computed; p < end; ++p)
       batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p + 1 == end && s.WantsLogits());
+    // Drafts follow the last real token; the target scores every one of them in this pass.
+    FERRY_CHECK(s.num_draft == 0 ||
+                (s.WantsLogits() && s.num_draft <= static_cast<int32_t>(r.spec.draft.size())));
+    for (int32_t j = 0; j < s.num_draft; ++j)
+      batch_.Add(r.spec.draft[static_cast<size_t>(j)], end + j, slot, true);
   }
   const int32_t n_vocab = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.NumLogits()) * static_cast<size_t>(n_vocab));
@@ -22,16 +31,28 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
 
   RunnerOutput result;
   result.sampled.resize(out.scheduled.size());
+  result.logprobs.resize(out.scheduled.size());
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].WantsLogits()) continue;
     Request& r = *out.scheduled[i].req;
-    float* logits = logits_.data() + row++ * static_cast<size_t>(n_vocab);
+    float* logits = logits_.data() + row * static_cast<size_t>(n_vocab);
+    if (const int32_t drafts = out.scheduled[i].num_draft; drafts > 0) {
+      if (result.num_accepted.empty()) result.num_accepted.assign(out.scheduled.size(), 0);
+      spec::Verification v = Verify(r, drafts, logits);
+      result.sampled[i] = std::move(v.tokens);
+      result.num_accepted[i] = v.num_accepted;
+      row += static_cast<size_t>(drafts) + 1;
+      continue;
+    }
+    ++row;
     std::span<const int32_t> history(r.tokens);
-    if (r.fork_samplers.empty()) {
+    const bool want_logprobs = r.options.logprobs >= 0;
+    if (r.fork_samplers.empty() && !want_logprobs) {
       result.sampled[i].push_back(r.sampler.Sample(logits, history));
       continue;
     }
+    // Samplers modify logits in place: keep the raw row for further branches and logprobs.
     // First sample of a request with n > 1: every branch samples the same logits.
     row_.assign(logits, logits + n_vocab);
     result.sampled[i].push_back(r.sampler.Sample(logits, history));
@@ -39,8 +60,38 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
       std::vector<float> copy(row_);
       result.sampled[i].push_back(s.Sample(copy.data(), history));
     }
+    if (want_logprobs)
+      for (int32_t token : result.sampled[i])
+        result.logprobs[i].push_back(ComputeLogprobs(row_.data(), n_vocab, token, r.options.logprobs));
   }
   return result;
+}
+
+spec::Verification ModelRunner::Verify(Request& r, int32_t num_draft, float* logits) {
+  const int32_t n_vocab = model_.config().n_vocab;
+  const size_t nv = static_cast<size_t>(n_vocab);
+  std::span<const int32_t> draft(r.spec.draft.data(), static_cast<size_t>(num_draft));
+  // Row j follows the real tokens and draft[0, j): the penalties see that history, as the
+  // draft's q did and as plain decoding would.
+  history_.assign(r.tokens.begin(), r.tokens.end());
+  if (r.sampler.greedy()) {
+    std::vector<int32_t> choice;  // [num_draft + 1] the target's greedy tokens
+    for (int32_t j = 0; j <= num_draft; ++j) {
+      choice.push_back(r.sampler.Sample(logits + static_cast<size_t>(j) * nv, history_));  // no randomness
+      if (j < num_draft) history_.push_back(draft[static_cast<size_t>(j)]);
+    }
+    return spec::VerifyGreedy(choice, draft);
+  }
+  probs_.resize(static_cast<size_t>(num_draft + 1) * nv);
+  for (int32_t j = 0; j <= num_draft; ++j) {
+    r.sampler.ProcessedProbs(logits + static_cast<size_t>(j) * nv, history_,
+                             std::span<float>(probs_).subspan(static_cast<size_t>(j) * nv, nv));
+    if (j < num_draft) history_.push_back(draft[static_cast<size_t>(j)]);
+  }
+  std::span<const float> q;  // empty for deterministic drafts (n-gram lookup)
+  if (!r.spec.draft_probs.empty())
+    q = std::span<const float>(r.spec.draft_probs).first(static_cast<size_t>(num_draft) * nv);
+  return spec::VerifySampled(probs_, q, draft, n_vocab, r.sampler);
 }
 
 }  // namespace ferry

@@ -1,7 +1,8 @@
 // ModelRunner: the one place scheduling decisions become tensors. It applies block copies,
 // points each batch slot at its request's block table, runs Model::Forward over the flat
 // batch against the PagedKvCache, and samples each request that reached its end with that
-// request's own Sampler.
+// request's own Sampler. Requests with drafts get their drafts scored in the same pass and
+// verified (greedy: exactly the target's choices; sampled: speculative rejection sampling).
 #pragma once
 
 #include <vector>
@@ -12,6 +13,7 @@
 #include "model/forward_batch.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
+#include "spec/verifier.h"
 
 namespace ferry {
 
@@ -24,12 +26,17 @@ class ModelRunner {
   StatusOr<RunnerOutput> Execute(const SchedulerOutput& out);
 
  private:
+  // Verifies r's first num_draft drafts against logits [num_draft + 1, n_vocab].
+  spec::Verification Verify(Request& r, int32_t num_draft, float* logits);
+
   Model& model_;
   PagedKvCache& cache_;
   ThreadPool* pool_;
   ForwardBatch batch_;
   std::vector<float> logits_;  // [batch_.NumLogits(), n_vocab]
   std::vector<float> row_;     // [n_vocab] pristine logits for the branches of a fork
+  std::vector<float> probs_;   // [num_draft + 1, n_vocab] the target's processed distributions
+  std::vector<int32_t> history_;  // tokens + drafts so far, for the penalties
 };
 
 }  // namespace ferry

@@ -14,17 +14,25 @@ void OutputProcessor::Process(const std::vector<SeqEvent>& events, Scheduler& sc
                               std::vector<RequestOutput>& outputs) {
   for (const SeqEvent& e : events) {
     if (e.token < 0) continue;  // finished without a token (end of generation)
-    RequestOutput o;
-    o.id = e.req->id;
-    o.branch = e.req->branch;
+    // Speculative steps emit several tokens of a branch at once: one output per branch and
+    // step, and nothing after a stop string.
+    if (tok_ && State(e.req).stops.stopped()) continue;
+    const bool same = !outputs.empty() && outputs.back().id == e.req->id && outputs.back().branch == e.req->branch &&
+                      !outputs.back().finished;
+    if (!same) {
+      outputs.emplace_back();
+      outputs.back().id = e.req->id;
+      outputs.back().branch = e.req->branch;
+    }
+    RequestOutput& o = outputs.back();
     o.token_ids.push_back(e.token);
+    if (e.req->options.logprobs >= 0) o.logprobs.push_back(e.logprobs);
     if (tok_) {
       TextState& s = State(e.req);
-      o.text = s.stops.Push(s.detok.Push(e.token));
+      o.text += s.stops.Push(s.detok.Push(e.token));
       if (s.stops.stopped()) scheduler.Finish(e.req, RequestStatus::kFinishedStop);
-      s.output_index = outputs.size();
+      s.output_index = outputs.size() - 1;
     }
-    outputs.push_back(std::move(o));
   }
 }
 

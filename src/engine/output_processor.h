@@ -21,6 +21,7 @@ struct RequestOutput {
   int32_t branch = 0;
   std::vector<int32_t> token_ids;  // new token ids
   std::string text;                // new text (empty without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;  // [token_ids.size()] when options.logprobs >= 0
   bool finished = false;           // this branch is done
   bool request_finished = false;   // every branch of the request is done
   std::string finish_reason;       // "stop", "length" or "abort" when finished

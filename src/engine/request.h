@@ -10,6 +10,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "sampling/sampler.h"
+#include "spec/spec_state.h"
 
 namespace ferry {
 
@@ -23,6 +24,11 @@ struct RequestOptions {
   // Parallel sampling: n branches sharing the prompt's blocks. Branch i samples with seed
   // sampling.seed + i (a fixed seed), so it equals an independent request with that seed.
   int32_t n = 1;
+  // Speculative decoding: draft tokens per step when the engine speculates (-1: the engine's
+  // --spec-tokens, 0: this request does not speculate).
+  int32_t spec_tokens = -1;
+  // >= 0: report each sampled token's log-probability (raw logits) and this many top alternatives.
+  int32_t logprobs = -1;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };
@@ -65,6 +71,7 @@ struct Request {
   RequestTimes times;
   int32_t num_cached_prompt_tokens = -1;  // prefix-cache hit at first admission
   int32_t num_preemptions = 0;
+  spec::SpecState spec;  // drafts of this step, adaptive K, the proposer's state (draft KV lease)
 };
 
 }  // namespace ferry

@@ -57,6 +57,8 @@ void Scheduler::Preempt(Request* r) {
   FERRY_CHECK(!running_.empty() && running_.back() == r);
   running_.pop_back();
   kv_.Free(r->kv);
+  r->spec.ClearDraft();
+  r->spec.proposer.reset();  // the draft's KV too: it is recomputed with the target's
   r->num_computed = 0;  // recompute prompt + generated tokens when readmitted
   r->status = RequestStatus::kWaiting;
   ++r->num_preemptions;
@@ -112,8 +114,12 @@ SchedulerOutput Scheduler::Schedule() {
       ++i;
       continue;
     }
+    // Drafts (speculative decoding) ride along when the request reaches its end this step and
+    // budget and blocks allow; without room they are dropped rather than preempting anyone.
+    int32_t d = n == r->num_pending() ? std::min(static_cast<int32_t>(r->spec.draft.size()), budget - n) : 0;
     std::optional<kv::SlotAllocation> alloc;
-    while (!(alloc = kv_.AllocateSlots(r->kv, r->num_computed + n))) {
+    if (d > 0 && !(alloc = kv_.AllocateSlots(r->kv, r->num_computed + n + d))) d = 0;
+    while (!alloc && !(alloc = kv_.AllocateSlots(r->kv, r->num_computed + n))) {
       Request* victim = running_.back();  // most recently admitted
       Preempt(victim);
       preempted = true;
@@ -121,9 +127,9 @@ SchedulerOutput Scheduler::Schedule() {
     }
     if (!alloc) break;  // r itself was preempted: it was the last running request
     for (const kv::BlockCopy& c : alloc->copies) out.block_copies.push_back(c);
-    out.scheduled.push_back({r, n});
-    out.num_tokens += n;
-    budget -= n;
+    out.scheduled.push_back({r, n, d});
+    out.num_tokens += n + d;
+    budget -= n + d;
     ++i;
   }
 
@@ -139,7 +145,9 @@ SchedulerOutput Scheduler::Schedule() {
     stats_.kv_waste_sum += KvWaste();
     for (const ScheduledRequest& s : out.scheduled) {
       const Request& r = *s.req;
-      if (s.num_tokens == 1 && r.num_output() > 0 && r.num_computed == r.num_tokens() - 1)
+      if (s.num_draft > 0)
+        stats_.decode_tokens_computed += s.num_tokens + s.num_draft;
+      else if (s.num_tokens == 1 && r.num_output() > 0 && r.num_computed == r.num_tokens() - 1)
         ++stats_.decode_tokens_computed;
       else
         stats_.prefill_tokens_computed += s.num_tokens;
@@ -176,13 +184,15 @@ std::unique_ptr<Request> Scheduler::Fork(Request& parent, size_t branch) {
   child->kv = kv_.Fork(parent.kv);
   child->times = parent.times;
   child->num_cached_prompt_tokens = parent.num_cached_prompt_tokens;
+  child->spec.Enable(parent.spec.max_k, parent.spec.adaptive);
   return child;
 }
 
-void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events) {
+void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events,
+                            TokenLogprobs logprobs) {
   if (!r->options.ignore_eos && is_eog_ && is_eog_(token)) {
     Retire(r, RequestStatus::kFinishedStop);
-    events.push_back({r, -1});
+    events.push_back({r, -1, {}});
     return;
   }
   r->tokens.push_back(token);
@@ -194,7 +204,7 @@ void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<S
   }
   t.last_token = now;
   ++stats_.output_tokens;
-  events.push_back({r, token});
+  events.push_back({r, token, std::move(logprobs)});
   if (r->num_output() >= r->options.max_tokens || r->num_tokens() >= config_.max_seq_len)
     Retire(r, RequestStatus::kFinishedLength);
 }
@@ -206,9 +216,27 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     Request* r = out.scheduled[i].req;
     FERRY_CHECK(r->status == RequestStatus::kRunning);
+    const std::vector<int32_t>& sampled = result.sampled[i];
+    if (const int32_t drafted = out.scheduled[i].num_draft; drafted > 0) {
+      // Speculative step: the accepted drafts' K/V stay, the rejected ones' are rolled back.
+      const int32_t accepted = result.num_accepted[i];
+      FERRY_CHECK(accepted >= 0 && accepted <= drafted &&
+                  sampled.size() == static_cast<size_t>(accepted) + 1);
+      r->num_computed += out.scheduled[i].num_tokens + accepted;
+      kv_.Truncate(r->kv, r->num_computed);
+      r->spec.OnVerified(drafted, accepted);
+      ++stats_.spec_verifications;
+      stats_.spec_draft_tokens += drafted;
+      stats_.spec_accepted_tokens += accepted;
+      for (int32_t token : sampled) {
+        AppendToken(r, token, now, events);
+        if (IsFinished(r->status)) break;
+      }
+      if (!IsFinished(r->status)) kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
+      continue;
+    }
     r->num_computed += out.scheduled[i].num_tokens;
     kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
-    const std::vector<int32_t>& sampled = result.sampled[i];
     if (sampled.empty()) continue;  // a prefill chunk short of the end
     // Fork before the parent's first token: the branches share everything computed so far.
     std::vector<Request*> kids;
@@ -223,8 +251,12 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
       }
       r->fork_samplers.clear();
     }
-    AppendToken(r, sampled[0], now, events);
-    for (size_t b = 0; b < kids.size(); ++b) AppendToken(kids[b], sampled[b + 1], now, events);
+    auto lp = [&](size_t b) {
+      return i < result.logprobs.size() && b < result.logprobs[i].size() ? result.logprobs[i][b]
+                                                                         : TokenLogprobs{};
+    };
+    AppendToken(r, sampled[0], now, events, lp(0));
+    for (size_t b = 0; b < kids.size(); ++b) AppendToken(kids[b], sampled[b + 1], now, events, lp(b + 1));
   }
   return events;
 }

@@ -16,6 +16,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
+#include "sampling/logprobs.h"
 
 namespace ferry {
 
@@ -35,6 +36,7 @@ struct SchedulerConfig {
 struct ScheduledRequest {
   Request* req;
   int32_t num_tokens;  // computes tokens [req->num_computed, + num_tokens)
+  int32_t num_draft = 0;  // then req->spec.draft[0, num_draft) at the following positions
   bool WantsLogits() const { return req->num_computed + num_tokens == req->num_tokens(); }
 };
 
@@ -47,14 +49,20 @@ struct SchedulerOutput {
 
 // What the model runner produced for scheduled[i]: sampled token(s), empty for a prefill
 // chunk that does not reach the end. A first sample of a request with n > 1 has n tokens.
+// With drafts, sampled holds the accepted drafts then the target's own token, and
+// num_accepted how many drafts were accepted.
 struct RunnerOutput {
   std::vector<std::vector<int32_t>> sampled;
+  std::vector<int32_t> num_accepted;  // [scheduled] (empty: no drafts this step)
+  // Parallel to `sampled`, filled for requests with options.logprobs >= 0 (else empty).
+  std::vector<std::vector<TokenLogprobs>> logprobs;
 };
 
 // One emitted token (or a finish) of one branch after a step.
 struct SeqEvent {
   Request* req;
   int32_t token = -1;  // -1: no new token (e.g. finished on end-of-generation)
+  TokenLogprobs logprobs;  // of `token`, when its request asked for them
 };
 
 class Scheduler {
@@ -83,6 +91,8 @@ class Scheduler {
   bool HasWork() const { return !waiting_.empty() || !running_.empty(); }
   // Branches of `id` not finished yet (0: the whole request is done).
   int32_t LiveBranches(RequestId id) const;
+  // Running requests in admission order (the engine drafts for them before Schedule()).
+  const std::vector<Request*>& running() const { return running_; }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const EngineStats& stats() const { return stats_; }
@@ -93,7 +103,8 @@ class Scheduler {
   void Preempt(Request* r);
   int32_t RunningSeqs() const;  // running branches, counting unforked branches of parents
   bool Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool schedule_now);
-  void AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events);
+  void AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events,
+                   TokenLogprobs logprobs = {});
   std::unique_ptr<Request> Fork(Request& parent, size_t branch);
   void Retire(Request* r, RequestStatus why);
 

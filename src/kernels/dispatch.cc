@@ -42,9 +42,13 @@ KernelTable MakeScalar() {
   t.axpy = ref::Axpy;
   t.scale = ref::Scale;
   t.rms_norm = ref::RmsNorm;
+  t.add_rms_norm = ref::AddRmsNorm;
   t.softmax = ref::Softmax;
   t.silu_mul = ref::SiluMul;
   t.add = ref::AddInPlace;
+  t.quantize_i8 = ref::QuantizeActInt8;
+  t.dot_i8 = ref::DotI8;
+  t.dot_i8x4 = ref::DotI8x4;
   t.packed_tile = ref::PackedTile;
   t.read_sum = ref::ReadSum;
   return t;
@@ -76,9 +80,13 @@ KernelTable MakeAvx2() {
   t.axpy = avx2::Axpy;
   t.scale = avx2::Scale;
   t.rms_norm = avx2::RmsNorm;
+  t.add_rms_norm = avx2::AddRmsNorm;
   t.softmax = avx2::Softmax;
   t.silu_mul = avx2::SiluMul;
   t.add = avx2::AddInPlace;
+  t.quantize_i8 = avx2::QuantizeActInt8;
+  t.dot_i8 = avx2::DotI8;
+  t.dot_i8x4 = avx2::DotI8x4;
   t.packed_tile = avx2::PackedTile;
   t.read_sum = avx2::ReadSum;
   return t;
@@ -95,7 +103,8 @@ Isa CpuBestIsa() {
   return avx2 ? Isa::kAvx2 : Isa::kScalar;
 }
 
-// Highest ISA with its own table (avx512 is not implemented yet and runs the avx2 table).
+// Highest ISA with its own table (avx512 is not implemented yet and runs the avx2 table; the
+// W8A8 dots would use AVX-512 VNNI there, not written because the development VM lacks it).
 constexpr Isa kBestImplemented = Isa::kAvx2;
 
 Isa Clamp(Isa want) {

@@ -25,9 +25,14 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*scale)(float* y, float a, int64_t n);
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
+  void (*add_rms_norm)(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
+  // W8A8 (int8_matmul.cc): activation quantizer and exact int32 dots (1 row, 4 rows).
+  float (*quantize_i8)(const float* x, int64_t n, float static_scale, int8_t* q);
+  int32_t (*dot_i8)(const int8_t* w, const int8_t* x, int64_t n);
+  void (*dot_i8x4)(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
   PackedTileFn packed_tile;                       // packed MatMul micro-kernel
   double (*read_sum)(const float* x, int64_t n);  // bandwidth probe (x 32-byte aligned)
 };

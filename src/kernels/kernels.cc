@@ -14,6 +14,9 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) { ref::Quantiz
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   internal::Table().rms_norm(x, w, y, n, eps);
 }
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps) {
+  internal::Table().add_rms_norm(x, delta, w, y, n, eps);
+}
 void Softmax(float* x, int64_t n) { internal::Table().softmax(x, n); }
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   internal::Table().silu_mul(gate, up, out, n);

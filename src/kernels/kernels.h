@@ -72,6 +72,22 @@ void UnpackWeights(DType t, const void* packed, int64_t n_out, int64_t n_in, voi
 void MatMulPacked(const void* packed, DType t, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
                   float* y, ThreadPool* pool);
 
+// ---- W8A8: int8 weights x int8 activations (SmoothQuant path) ---------------------------
+// Integer sums are int32, exact while n_in <= kMaxW8A8In (128 * 128 * n_in < 2^31).
+inline constexpr int64_t kMaxW8A8In = 131072;
+// Activation row -> int8: q[i] = clamp(round_half_even(x[i] / s), -127, 127), where
+// s = static_scale when > 0 (static per-tensor scale), else s = max|x| / 127 (per-token
+// dynamic; 0 for an all-zero row, which quantizes to zeros). Returns s. q: [n].
+float QuantizeActInt8(const float* x, int64_t n, float static_scale, int8_t* q);
+// y[t][o] = (s_t * w_scale[o]) * sum_i W[o][i] * q_t[i], the sum exact in int32, where q_t, s_t
+// = QuantizeActInt8(x[t], input_scale).
+//   w: [n_out, n_in] int8 (any value, -128 included), w_scale: [n_out] f32 (per output
+//   channel), x: [n_tok, n_in] f32, y: [n_tok, n_out] f32; any n_in <= kMaxW8A8In (no block
+//   constraint). input_scale <= 0 selects per-token dynamic activation scales.
+// Bit-identical across ISAs, n_tok and thread counts. Parallel over output rows with `pool`.
+void MatMulW8A8(const int8_t* w, const float* w_scale, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
+                float input_scale, float* y, ThreadPool* pool);
+
 // ---- Memory bandwidth probe -------------------------------------------------------------
 // Streams `bytes` (rounded down to 4 KiB) of a buffer it allocates and touches first, `reps`
 // times, each thread of `pool` summing its contiguous slice with SIMD loads; returns the best
@@ -81,6 +97,9 @@ double MeasureReadBandwidth(size_t bytes, int reps, ThreadPool* pool);
 // ---- Elementwise / normalization --------------------------------------------------------
 // y[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]   (y may alias x)
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+// Residual add fused with the next norm (one pass over x instead of two):
+// x[n] += delta[n]; y[n] = RmsNorm(x, w, eps). Bit-identical to AddInPlace then RmsNorm.
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
 // x[n] = softmax(x[n]) in place (max-subtracted).
 void Softmax(float* x, int64_t n);
 // out[n] = silu(gate[n]) * up[n]   (out may alias gate or up)

@@ -56,9 +56,10 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int
   const bool take_hit = hit && !hit->blocks.empty() && seq.blocks_.empty();
   const int32_t have = static_cast<int32_t>(seq.blocks_.size()) + (take_hit ? static_cast<int32_t>(hit->blocks.size()) : 0);
   const int32_t need = BlocksFor(num_slots);
-  // Appending into a partial last block that another sequence shares needs a private copy.
+  // Appending into a partial last block that another sequence shares needs a private copy; so
+  // does one registered in the prefix cache (a full block made partial by Truncate).
   const bool cow = num_slots > seq.num_slots_ && seq.num_slots_ % config_.block_size != 0 &&
-                   pool_.RefCount(seq.blocks_.back()) > 1;
+                   (pool_.RefCount(seq.blocks_.back()) > 1 || pool_.IsCached(seq.blocks_.back()));
   const int32_t fresh = std::max(0, need - have) + (cow ? 1 : 0);
   int32_t revived = 0;  // hit blocks that are free now (they count against NumFree)
   if (take_hit)
@@ -117,6 +118,20 @@ void KvCacheManager::Free(KvSequence& seq) {
   seq.hashes_.clear();
   seq.num_slots_ = 0;
   seq.mgr_ = nullptr;
+}
+
+void KvCacheManager::Truncate(KvSequence& seq, int32_t num_slots) {
+  FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
+  FERRY_CHECK(num_slots >= 0 && num_slots <= seq.num_slots_);
+  const size_t keep = static_cast<size_t>(BlocksFor(num_slots));
+  while (seq.blocks_.size() > keep) {
+    pool_.Unref(seq.blocks_.back());
+    seq.blocks_.pop_back();
+  }
+  const size_t full = static_cast<size_t>(num_slots / config_.block_size);
+  if (seq.hashes_.size() > full) seq.hashes_.resize(full);
+  seq.num_slots_ = num_slots;
+  if (seq.blocks_.empty()) seq.mgr_ = nullptr;
 }
 
 }  // namespace ferry::kv

@@ -100,6 +100,13 @@ class KvCacheManager {
   // Returns seq's blocks (last block first, so a sequence's tail is evicted before its prefix).
   void Free(KvSequence& seq);
 
+  // Shrinks `seq` to slots [0, num_slots) (<= num_slots()), e.g. to roll back rejected
+  // speculative tokens: blocks past the end go back to the pool (a block other sequences share
+  // only loses this reference) and prefix-cache hashes of blocks no longer full are dropped
+  // from the sequence. A partial last block that is shared or prefix-cached is copied before
+  // the next append into it (AllocateSlots' copy-on-write), so others never see the change.
+  void Truncate(KvSequence& seq, int32_t num_slots);
+
  private:
   KvCacheConfig config_;
   BlockPool pool_;

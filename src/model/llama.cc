@@ -8,44 +8,17 @@
 
 #include "base/aligned_buffer.h"
 #include "kernels/kernels.h"
+#include "model/linear.h"
 
 namespace ferry {
 namespace {
-
-// A weight matrix: [n_out, n_in] rows of `type`, used in place, or repacked once at load into
-// the kernels' interleaved streaming layout (q4_0, q8_0, int4; see kernels/packed_layout.h).
-struct Linear {
-  const void* data = nullptr;
-  DType type = DType::kF32;
-  int64_t n_out = 0, n_in = 0;
-  size_t bytes = 0;
-  std::shared_ptr<const AlignedBuffer> packed;  // [PackedBytes] or null (shared by copies)
-
-  // Repacks when the kernels have a packed layout for the type and `repack` is set; types
-  // with no other kernel are always packed.
-  void MaybePack(bool repack, ThreadPool* pool) {
-    if (packed || !kernels::CanPack(type, n_in)) return;
-    if (!repack && kernels::CanMatMul(type)) return;
-    auto buf = std::make_shared<AlignedBuffer>(kernels::PackedBytes(type, n_out, n_in));
-    kernels::PackWeights(type, data, n_out, n_in, buf->data(), pool);
-    packed = std::move(buf);
-  }
-
-  // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
-  void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
-    if (packed) {
-      kernels::MatMulPacked(packed->data(), type, n_out, n_in, x, n_tok, y, pool);
-    } else {
-      kernels::MatMul(data, type, n_out, n_in, x, n_tok, y, pool);
-    }
-  }
-};
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
   Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
   std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
   Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
+  Linear wqkv, w_gate_up;  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
 };
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
@@ -54,19 +27,7 @@ class WeightReader {
   WeightReader(const formats::WeightSource& src) : src_(src) {}
 
   StatusOr<Linear> Matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
-    const formats::TensorRef* t = src_.FindTensor(name);
-    if (!t) return NotFoundError("'{}': tensor '{}' is missing", src_.path(), name);
-    if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in)
-      return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src_.path(), name,
-                                  t->ShapeString(), n_out, n_in);
-    if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
-      return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src_.path(),
-                              name, DTypeName(t->dtype));
-    auto row = RowBytesChecked(t->dtype, n_in);
-    if (!row || *row * static_cast<size_t>(n_out) != t->nbytes)
-      return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src_.path(), name,
-                                  t->nbytes);
-    return Linear{t->data, t->dtype, n_out, n_in, t->nbytes, nullptr};
+    return LoadLinear(src_, name, n_out, n_in);  // model/linear.cc
   }
 
   // Small vectors (norms, biases) are converted to f32 once at load.
@@ -110,7 +71,7 @@ class LlamaModel final : public Model {
 
   // Per-call scratch, sized to the largest batch seen (no state carried between calls).
   struct Scratch {
-    std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, hidden;
+    std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, hidden, qkv, gate_up;
   } s_;
 };
 
@@ -155,6 +116,8 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       m->weight_bytes_ += lin->bytes;
       lin->MaybePack(options.repack_weights, &pack_pool);
     }
+    w.wqkv = StackRows({&w.wq, &w.wk, &w.wv}, &pack_pool);
+    w.w_gate_up = StackRows({&w.w_gate, &w.w_up}, &pack_pool);
     m->layers_.push_back(std::move(w));
   }
 
@@ -229,10 +192,23 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   EmbedTokens(b, x);
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
-    w.wq.Apply(xn, n, q, pool);
-    w.wk.Apply(xn, n, k, pool);
-    w.wv.Apply(xn, n, v, pool);
+    if (l == 0) {  // later layers get their norm fused with the previous residual add
+      for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    }
+    if (w.wqkv.n_out > 0) {
+      const int64_t qkv_dim = q_dim + 2 * kv_dim;
+      float* qkv = fit(s_.qkv, n * qkv_dim);  // [n, q_dim + 2 * kv_dim]
+      w.wqkv.Apply(xn, n, qkv, pool);
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy_n(qkv + i * qkv_dim, q_dim, q + i * q_dim);
+        std::copy_n(qkv + i * qkv_dim + q_dim, kv_dim, k + i * kv_dim);
+        std::copy_n(qkv + i * qkv_dim + q_dim + kv_dim, kv_dim, v + i * kv_dim);
+      }
+    } else {
+      w.wq.Apply(xn, n, q, pool);
+      w.wk.Apply(xn, n, k, pool);
+      w.wv.Apply(xn, n, v, pool);
+    }
     for (int64_t i = 0; i < n; ++i) {
       if (!w.bq.empty()) {
         kernels::AddInPlace(q + i * q_dim, w.bq.data(), q_dim);
@@ -254,14 +230,26 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       s = e;
     }
     w.wo.Apply(attn, n, tmp, pool);
-    kernels::AddInPlace(x, tmp, n * dim);
-
-    for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
-    w.w_gate.Apply(xn, n, gate, pool);
-    w.w_up.Apply(xn, n, up, pool);
-    kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+    for (int64_t i = 0; i < n; ++i)
+      kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    if (w.w_gate_up.n_out > 0) {
+      const int64_t ffn = c.ffn_dim;
+      float* gu = fit(s_.gate_up, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
+      w.w_gate_up.Apply(xn, n, gu, pool);
+      for (int64_t i = 0; i < n; ++i) kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+    } else {
+      w.w_gate.Apply(xn, n, gate, pool);
+      w.w_up.Apply(xn, n, up, pool);
+      kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
+    }
     w.w_down.Apply(gate, n, tmp, pool);
-    kernels::AddInPlace(x, tmp, n * dim);
+    if (l + 1 < c.n_layers) {  // residual add fused with the next layer's attention norm
+      const std::vector<float>& next_norm = layers_[static_cast<size_t>(l) + 1].attn_norm;
+      for (int64_t i = 0; i < n; ++i)
+        kernels::AddRmsNorm(x + i * dim, tmp + i * dim, next_norm.data(), xn + i * dim, dim, c.rms_eps);
+    } else {
+      kernels::AddInPlace(x, tmp, n * dim);
+    }
   }
 
   // Final norm and head only for the tokens whose logits are wanted.

@@ -18,6 +18,8 @@ const std::vector<ModelPreset> kPresets = {
     {"tiny-qwen2", "qwen2", 512, 64, 2, 4, 2, 192, 512, 1000000.0f, true},
     {"smollm-135m", "llama", 49152, 576, 30, 9, 3, 1536, 2048, 10000.0f, true},
     {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
+    // A draft for smollm-135m (speculative decoding): its vocabulary, ~8x fewer weights read per token.
+    {"smollm-draft", "llama", 49152, 256, 4, 4, 2, 768, 2048, 10000.0f, true},
 };
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a uniform weight type.
@@ -32,6 +34,7 @@ int32_t FileType(DType t) {
     case DType::kQ5_1: return 9;
     case DType::kBF16: return 32;
     case DType::kI4G128: return 1001;  // Ferry's own (docs/formats.md); llama.cpp has no such type
+    case DType::kI8: return 1002;      // W8A8 (docs/formats.md "W8A8 tensors")
     default: return 0;
   }
 }
@@ -49,6 +52,15 @@ struct SplitMix {
 };
 
 // Normal samples by Box-Muller.
+// Symmetric per-row int8 (W8A8 weights): q = round(x / s), s = max|x| / 127. Returns s.
+float QuantizeRowInt8(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float s = amax / 127.f, inv = s > 0.f ? 1.0f / s : 0.f;
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::lround(x[i] * inv));
+  return s;
+}
+
 void FillNormal(float* out, int64_t n, float stddev, uint64_t seed) {
   SplitMix rng{seed};
   for (int64_t i = 0; i < n; i += 2) {
@@ -121,7 +133,7 @@ const std::vector<ModelPreset>& ModelPresets() { return kPresets; }
 
 std::vector<DType> SyntheticModelTypes() {
   return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-          DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G128};
+          DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G128, DType::kI8};
 }
 
 Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
@@ -132,8 +144,10 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     return InvalidArgumentError("unknown preset '{}' (choose one of: {})", options.preset, names);
   }
   auto types = SyntheticModelTypes();
-  if (std::find(types.begin(), types.end(), options.type) == types.end() || !kernels::CanQuantize(options.type))
-    return InvalidArgumentError("make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128)",
+  const bool w8a8 = options.type == DType::kI8;
+  if (std::find(types.begin(), types.end(), options.type) == types.end() ||
+      (!w8a8 && !kernels::CanQuantize(options.type)))
+    return InvalidArgumentError("make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128, w8a8)",
                                 DTypeName(options.type));
   const ModelPreset& p = *it;
   const int64_t head_dim = p.dim / p.n_heads;
@@ -190,11 +204,17 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   ProgressBar progress("making " + p.name, total_elems, options.show_progress);
   ThreadPool pool(options.threads);
   std::vector<std::vector<uint8_t>> storage(plan.size());
+  std::vector<std::vector<float>> w8a8_scales;  // [rows] per W8A8 matrix, then [1] input scales
+  w8a8_scales.reserve(2 * plan.size());
   std::vector<formats::GgufTensorToWrite> tensors;
   int64_t done = 0;
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     const PlannedTensor& t = plan[ti];
-    const DType type = t.kind == K::kMatrix ? options.type : DType::kF32;
+    DType type = t.kind == K::kMatrix ? options.type : DType::kF32;
+    // W8A8 files: block linears int8 + scales; embeddings and lm_head stay q8_0.
+    const bool w8a8_matrix = w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0;
+    if (w8a8 && type == DType::kI8 && !w8a8_matrix) type = DType::kQ8_0;
+    if (w8a8_matrix) w8a8_scales.emplace_back(static_cast<size_t>(t.shape[0]));
     const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
     const size_t row_bytes = RowBytes(type, cols);
     storage[ti].resize(row_bytes * static_cast<size_t>(rows));
@@ -208,12 +228,26 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
         } else {
           FillNormal(row.data(), cols, t.kind == K::kBias ? options.bias_stddev : options.stddev, seed);
         }
-        kernels::QuantizeRow(type, row.data(), dst + row_bytes * static_cast<size_t>(r), cols);
+        if (w8a8_matrix) {
+          w8a8_scales.back()[static_cast<size_t>(r)] =
+              QuantizeRowInt8(row.data(), cols, reinterpret_cast<int8_t*>(dst + row_bytes * static_cast<size_t>(r)));
+        } else {
+          kernels::QuantizeRow(type, row.data(), dst + row_bytes * static_cast<size_t>(r), cols);
+        }
       }
     });
     done += rows * cols;
     progress.Update(done);
     tensors.push_back({t.name, type, t.shape, storage[ti].data(), storage[ti].size()});
+    if (w8a8_matrix) {
+      const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
+      const std::vector<float>& sc = w8a8_scales.back();
+      tensors.push_back({t.name + "_scale", DType::kF32, {t.shape[0]}, sc.data(), sc.size() * sizeof(float)});
+      if (options.w8a8_input_scale > 0.f) {
+        const std::vector<float>& in = w8a8_scales.emplace_back(1, options.w8a8_input_scale);
+        tensors.push_back({stem + ".input_scale", DType::kF32, {1}, in.data(), sizeof(float)});
+      }
+    }
   }
   progress.Finish();
   formats::GgufWriteOptions wopts;

@@ -20,12 +20,14 @@ struct ModelPreset {
   bool tied_embeddings;
 };
 
-// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b".
+// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary).
 const std::vector<ModelPreset>& ModelPresets();
 
 struct SyntheticModelOptions {
   std::string preset = "tiny";
-  DType type = DType::kF16;   // weight matrices; norms stay f32
+  DType type = DType::kF16;   // weight matrices; norms stay f32. kI8 = W8A8 (docs/formats.md):
+                              // block linears int8 + f32 weight_scale, embeddings/head q8_0
+  float w8a8_input_scale = 0.f;  // W8A8 only: > 0 writes this static input_scale per linear
   uint64_t seed = 1234;
   float stddev = 0.02f;       // weights ~ N(0, stddev^2), norms = 1
   float bias_stddev = 0.02f;  // q/k/v biases of qwen2 presets ~ N(0, bias_stddev^2)

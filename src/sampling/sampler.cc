@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "base/check.h"
+
 namespace ferry {
 
 int32_t ArgMax(const float* logits, int32_t n) {
@@ -50,8 +52,50 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
 int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
   ApplyPenalties(params_, logits, n_vocab_, history);
   if (params_.temperature <= 0.0f) return ArgMax(logits, n_vocab_);
+  Filter(logits);
+  std::discrete_distribution<size_t> dist(weights_.begin(), weights_.end());
+  return candidates_[dist(rng_)].second;
+}
 
-  // Order as llama.cpp's default chain: top-k, top-p, min-p, then temperature, then draw.
+void Sampler::ProcessedProbs(float* logits, std::span<const int32_t> history, std::span<float> probs) {
+  FERRY_CHECK(static_cast<int32_t>(probs.size()) == n_vocab_);
+  ApplyPenalties(params_, logits, n_vocab_, history);
+  std::fill(probs.begin(), probs.end(), 0.0f);
+  if (params_.temperature <= 0.0f) {
+    probs[static_cast<size_t>(ArgMax(logits, n_vocab_))] = 1.0f;
+    return;
+  }
+  Filter(logits);
+  double sum = 0;
+  for (double w : weights_) sum += w;
+  for (size_t i = 0; i < candidates_.size(); ++i)
+    probs[static_cast<size_t>(candidates_[i].second)] = static_cast<float>(weights_[i] / sum);
+}
+
+int32_t Sampler::SampleFromProbs(std::span<const float> probs) {
+  FERRY_CHECK(static_cast<int32_t>(probs.size()) == n_vocab_);
+  double sum = 0;
+  for (float p : probs) sum += p;
+  FERRY_CHECK(sum > 0);
+  // Inverse CDF over the vocabulary; the last token with mass catches rounding.
+  double u = Uniform() * sum, cum = 0;
+  int32_t last = -1;
+  for (int32_t i = 0; i < n_vocab_; ++i) {
+    const float p = probs[static_cast<size_t>(i)];
+    if (p <= 0) continue;
+    cum += p;
+    last = i;
+    if (u < cum) return i;
+  }
+  return last;
+}
+
+double Sampler::Uniform() {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+void Sampler::Filter(float* logits) {
+  // Order as llama.cpp's default chain: top-k, top-p, min-p, then temperature.
   auto& c = candidates_;
   c.clear();
   for (int32_t i = 0; i < n_vocab_; ++i) c.emplace_back(logits[i], i);
@@ -91,11 +135,9 @@ int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
     while (keep < c.size() && c[keep].first >= threshold) ++keep;
     c.resize(keep);
   }
-  float mx = c[0].first;
-  std::vector<double> w(c.size());
-  for (size_t i = 0; i < c.size(); ++i) w[i] = std::exp((c[i].first - mx) / params_.temperature);
-  std::discrete_distribution<size_t> dist(w.begin(), w.end());
-  return c[dist(rng_)].second;
+  const float mx = c[0].first;
+  weights_.resize(c.size());
+  for (size_t i = 0; i < c.size(); ++i) weights_[i] = std::exp((c[i].first - mx) / params_.temperature);
 }
 
 }  // namespace ferry

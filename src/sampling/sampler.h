@@ -31,11 +31,27 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
+  // The distribution Sample draws from, for speculative decoding (the target's p and the
+  // draft's q must be built identically): penalties over `history`, then top-k, top-p, min-p
+  // and temperature exactly as Sample. probs: [n_vocab], zero outside the kept tokens, sums
+  // to 1; at temperature 0 it is one-hot on the greedy choice. logits are modified in place.
+  void ProcessedProbs(float* logits, std::span<const int32_t> history, std::span<float> probs);
+  // A token drawn from probs [n_vocab] (non-negative, need not be normalized; not all zero)
+  // with this sampler's RNG.
+  int32_t SampleFromProbs(std::span<const float> probs);
+  // A uniform draw in [0, 1) from this sampler's RNG (speculative acceptance tests).
+  double Uniform();
+  bool greedy() const { return params_.temperature <= 0.0f; }
+
  private:
+  // Applies penalties and the filter chain; leaves the kept tokens in candidates_ and their
+  // unnormalized tempered weights in weights_ (not called at temperature 0).
+  void Filter(float* logits);
   SamplingParams params_;
   int32_t n_vocab_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // [n_vocab] scratch
+  std::vector<double> weights_;                        // [candidates_.size()] scratch
 };
 
 // Index of the largest logit (first on ties), the greedy choice.

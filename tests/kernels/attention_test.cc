@@ -23,7 +23,8 @@ TEST(Attention, MatchesNaiveWithGqaAndShuffledBlocks) {
   testing::IsaRestorer restore;
   std::mt19937 rng(40);
   ThreadPool pool(2);
-  const Case cases[] = {{8, 2, 64, 16, 70, 5}, {4, 4, 40, 8, 9, 3}, {6, 3, 33, 32, 130, 4}, {2, 1, 16, 4, 1, 1}};
+  const Case cases[] = {
+      {8, 2, 64, 16, 70, 5}, {4, 4, 40, 8, 9, 3}, {6, 3, 33, 32, 130, 4}, {2, 1, 16, 4, 1, 1}};
   for (Isa isa : testing::TestIsas()) {
     ASSERT_TRUE(ForceIsa(isa));
     for (const Case& c : cases) {
@@ -46,9 +47,12 @@ TEST(Attention, MatchesNaiveWithGqaAndShuffledBlocks) {
       KvBlocks kv{k.data(), v.data(), table.data(), c.block_size};
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
       std::vector<float> want(q.size()), got(q.size()), got1(q.size());
-      ref::AttentionNaive(q.data(), c.n_q, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, want.data());
-      Attention(q.data(), c.n_q, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, got.data(), &pool);
-      Attention(q.data(), c.n_q, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, got1.data(), nullptr);
+      ref::AttentionNaive(q.data(), c.n_q, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv,
+                          want.data());
+      Attention(q.data(), c.n_q, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, got.data(),
+                &pool);
+      Attention(q.data(), c.n_q, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, got1.data(),
+                nullptr);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f) << i;
       ASSERT_EQ(0, std::memcmp(got.data(), got1.data(), got.size() * 4));
       // A single query alone gives the same bits as within the batch.
@@ -56,6 +60,54 @@ TEST(Attention, MatchesNaiveWithGqaAndShuffledBlocks) {
       Attention(q.data(), 1, pos.data(), c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, alone.data(), &pool);
       ASSERT_EQ(0, std::memcmp(alone.data(), got.data(), alone.size() * 4));
     }
+  }
+}
+
+// Flash-decoding: contexts spanning several 256-key chunks. The split schedule (few queries,
+// several threads: one item per chunk, partials merged in order) and the serial one (no pool,
+// or many queries) give the same bits, equal to the naive softmax within float rounding, and
+// a query's output is the same alone or beside others, whatever the thread count.
+TEST(Attention, SplitAlongSequenceMergesExactlyAndIsBatchInvariant) {
+  testing::IsaRestorer restore;
+  std::mt19937 rng(41);
+  ThreadPool pool2(2), pool3(3);
+  const int nh = 4, nkv = 1, hd = 32, bs = 48, n_ctx = 1100;  // 48 does not divide 256: ragged tiles
+  const int n_blocks = (n_ctx + bs - 1) / bs;
+  std::vector<int32_t> table(n_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  const int64_t cache_n = static_cast<int64_t>(n_blocks) * bs * nkv * hd;  // [n_blocks, bs, nkv, hd]
+  auto k = testing::RandomFloats(rng, cache_n, 1.f);
+  auto v = testing::RandomFloats(rng, cache_n, 1.f);
+  // Scores far apart across chunks (keys of early positions scaled up): the merge must rescale
+  // without overflow or loss.
+  for (int p = 0; p < 300; ++p) {
+    const int64_t off = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * nkv * hd;
+    for (int d = 0; d < hd; ++d) k[off + d] *= 8.f;
+  }
+  KvBlocks kv{k.data(), v.data(), table.data(), bs};
+  const int n_q = 3;
+  std::vector<int32_t> pos = {n_ctx - 1, 700, 255};
+  auto q = testing::RandomFloats(rng, int64_t{n_q} * nh * hd, 1.f);
+  const float scale = 0.3f;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    SCOPED_TRACE(IsaName(isa));
+    std::vector<float> want(q.size()), batch(q.size());
+    ref::AttentionNaive(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, want.data());
+    Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch.data(), nullptr);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(batch[i], want[i], 2e-5f) << i;
+    for (int t = 0; t < n_q; ++t) {
+      const size_t row = static_cast<size_t>(nh) * hd;
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+        std::vector<float> alone(row);
+        Attention(q.data() + t * row, 1, &pos[t], nh, nkv, hd, scale, kv, alone.data(), pool);
+        ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + t * row, row * 4)) << "query " << t;
+      }
+    }
+    std::vector<float> batch3(q.size());
+    Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch3.data(), &pool3);
+    ASSERT_EQ(0, std::memcmp(batch3.data(), batch.data(), batch.size() * 4));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <random>
 #include <set>
@@ -122,6 +123,75 @@ TEST(Sampler, PenaltiesChangeGreedyChoice) {
   EXPECT_EQ(Sampler(pres, 3).Sample(std::vector<float>(l).data(), hist), 0);
   pres.presence_penalty = 0.2f;
   EXPECT_EQ(Sampler(pres, 3).Sample(std::vector<float>(l).data(), hist), 1);
+}
+
+// ProcessedProbs is the distribution Sample draws from: with the same params and history,
+// 20000 draws of Sample land within chi-square (alpha = 0.001, Wilson-Hilferty critical
+// value) of it, for a chain with every filter and penalties on.
+TEST(Sampler, ProcessedProbsIsWhatSampleDrawsFrom) {
+  SamplingParams p = Plain(0.9f);
+  p.top_k = 12;
+  p.top_p = 0.9f;
+  p.min_p = 0.02f;
+  p.repeat_penalty = 1.3f;
+  p.presence_penalty = 0.4f;
+  const int n = 40;
+  const std::vector<int32_t> history = {3, 5, 5, 9, 17};
+  const auto logits = RandomLogits(n, 11);
+  std::vector<float> probs(n), l = logits;
+  Sampler ref(p, n);
+  ref.ProcessedProbs(l.data(), history, probs);
+  double sum = 0;
+  int support = 0;
+  for (float x : probs) {
+    sum += x;
+    support += x > 0;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+  EXPECT_LE(support, 12);
+  EXPECT_GE(support, 2);
+  Sampler s(p, n);
+  std::vector<int64_t> counts(n, 0);
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) {
+    std::vector<float> c = logits;
+    ++counts[static_cast<size_t>(s.Sample(c.data(), history))];
+  }
+  double chi = 0;
+  for (int t = 0; t < n; ++t) {
+    const double e = probs[static_cast<size_t>(t)] * draws;
+    if (e == 0) {
+      EXPECT_EQ(counts[static_cast<size_t>(t)], 0) << "token " << t << " is outside the processed support";
+      continue;
+    }
+    chi += (counts[static_cast<size_t>(t)] - e) * (counts[static_cast<size_t>(t)] - e) / e;
+  }
+  const double dof = support - 1, z = 3.0902, wh = 1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof));
+  EXPECT_LT(chi, dof * wh * wh * wh);
+}
+
+TEST(Sampler, ProcessedProbsIsOneHotOnThePenalizedArgMaxWhenGreedy) {
+  SamplingParams p = Plain(0.0f);
+  p.repeat_penalty = 10.0f;
+  std::vector<float> l = {1.0f, 5.0f, 4.0f, -1.0f}, probs(4);
+  const std::vector<int32_t> history = {1};  // penalizes token 1: 5 / 10 < 4
+  Sampler s(p, 4);
+  s.ProcessedProbs(l.data(), history, probs);
+  EXPECT_EQ(probs, (std::vector<float>{0, 0, 1, 0}));
+  std::vector<float> l2 = {1.0f, 5.0f, 4.0f, -1.0f};
+  EXPECT_EQ(Sampler(p, 4).Sample(l2.data(), history), 2);
+}
+
+TEST(Sampler, SampleFromProbsFollowsTheWeights) {
+  Sampler s(Plain(1.0f), 4);
+  std::vector<float> w = {0.0f, 3.0f, 0.0f, 1.0f};  // unnormalized
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) {
+    int32_t t = s.SampleFromProbs(w);
+    ASSERT_TRUE(t == 1 || t == 3);
+    ones += t == 1;
+  }
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);  // 4.4 standard deviations
 }
 
 }  // namespace

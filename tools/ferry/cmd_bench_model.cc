@@ -5,6 +5,10 @@
 // read bandwidth is measured with the same thread count (kernels::MeasureReadBandwidth), and
 // decode efficiency = bytes read per decoded token (weights + the KV cache up to that token)
 // x decode tok/s / bandwidth.
+// With speculation flags (--draft-model / --draft-quant q4 / --spec-ngram, --spec-tokens) the
+// same run also decodes N greedy tokens on the serving engine twice per repetition, plainly
+// and speculatively (prompt: the P random tokens, or --spec-prompt TEXT), and reports both
+// rates, their ratio, the acceptance rate and the mean accepted drafts per verification.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "core/thread_pool.h"
+#include "engine/engine_core.h"
 #include "engine/loaded_model.h"
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"
@@ -31,6 +36,8 @@ struct BenchOpts {
   int bw_mib = 1024;  // bandwidth probe buffer (far above any last-level cache)
   bool json = false;
   bool no_repack = false;
+  SpecFlags spec;
+  std::string spec_prompt;  // text for the engine decode runs (default: the random prompt)
 };
 
 struct MeanSd {
@@ -87,6 +94,39 @@ StatusOr<double> Decode(Model& m, KvCache& kv, const std::vector<int32_t>& toks,
   return timer.Seconds();
 }
 
+// One greedy request of n_gen tokens on the serving engine, with or without speculation.
+struct EngineDecode {
+  double tokens_per_s = 0;  // after the first token
+  EngineStats stats;
+};
+StatusOr<EngineDecode> DecodeOnEngine(Model& m, const std::vector<int32_t>& prompt, int n_gen,
+                                      const spec::SpecConfig* sc, int threads) {
+  EngineConfig ec;
+  ec.threads = threads;
+  const int32_t len = static_cast<int32_t>(prompt.size()) + n_gen + 64;
+  ec.scheduler.max_seq_len = len;
+  ec.scheduler.max_num_seqs = 1;
+  ec.num_blocks = (len + ec.block_size - 1) / ec.block_size + 1;
+  if (sc) ec.spec = *sc;
+  FERRY_ASSIGN_OR_RETURN(auto core, EngineCore::Create(m, nullptr, ec));
+  RequestOptions ro;
+  ro.sampling.temperature = 0;
+  ro.max_tokens = n_gen;
+  ro.ignore_eos = true;
+  FERRY_RETURN_IF_ERROR(core->Validate(prompt, ro));
+  core->Add(0, prompt, ro, core->Now());
+  RequestMetrics metrics;
+  while (core->HasWork()) {
+    FERRY_ASSIGN_OR_RETURN(std::vector<RequestOutput> outs, core->Step());
+    for (const RequestOutput& out : outs)
+      if (out.finished) metrics = out.metrics;
+  }
+  EngineDecode d;
+  d.tokens_per_s = metrics.tpot_s > 0 ? 1.0 / metrics.tpot_s : 0.0;
+  d.stats = core->Stats();
+  return d;
+}
+
 int RunBench(const BenchOpts& o) {
   if (o.model.empty()) return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.n_batch < 1)
@@ -138,6 +178,37 @@ int RunBench(const BenchOpts& o) {
   const std::string wtype = WeightTypeName(*lm->source);
   const std::string name = lm->source->metadata().GetString("general.name").value_or(o.model);
 
+  // Speculative decode against plain decode on the engine, alternating within each repetition.
+  std::vector<double> eng_tps, spec_tps;
+  EngineStats spec_stats;
+  std::string spec_method;
+  SpecDraft draft;
+  spec::SpecConfig sc;
+  if (o.spec.enabled() && o.n_gen > 1) {
+    if (Status s = o.spec.Apply(*lm, lopts, &pool, draft, sc); !s.ok()) return Fail(s);
+    std::vector<int32_t> sp = prompt;
+    if (!o.spec_prompt.empty()) sp = lm->tokenizer->Encode(o.spec_prompt, true, false);
+    if (sp.empty()) sp = {1};
+    for (int r = 0; r < o.reps; ++r) {
+      auto plain = DecodeOnEngine(m, sp, o.n_gen, nullptr, pool.size());
+      if (!plain.ok()) return Fail(plain.status());
+      auto spec = DecodeOnEngine(m, sp, o.n_gen, &sc, pool.size());
+      if (!spec.ok()) return Fail(spec.status());
+      eng_tps.push_back(plain->tokens_per_s);
+      spec_tps.push_back(spec->tokens_per_s);
+      const EngineStats& st = spec->stats;
+      spec_stats.spec_verifications += st.spec_verifications;
+      spec_stats.spec_draft_tokens += st.spec_draft_tokens;
+      spec_stats.spec_accepted_tokens += st.spec_accepted_tokens;
+      spec_stats.spec_draft_s += st.spec_draft_s;
+      spec_stats.spec_verify_s += st.spec_verify_s;
+    }
+    spec_method = !o.spec.draft_quant.empty()   ? "self-draft-q4"
+                  : !o.spec.draft_model.empty() ? "draft-model"
+                                                : "ngram";
+  }
+  const MeanSd engs = Stats(eng_tps), specs = Stats(spec_tps);
+
   if (o.json) {
     nlohmann::json j = {{"model", name},
                         {"path", o.model},
@@ -155,6 +226,19 @@ int RunBench(const BenchOpts& o) {
                         {"bytes_per_decode_token", tok_bytes},
                         {"bandwidth_gb_per_s", bw / 1e9},
                         {"decode_efficiency", eff}};
+    if (!spec_tps.empty()) {
+      j["spec_method"] = spec_method;
+      j["spec_tokens"] = sc.num_tokens;
+      j["spec_adaptive"] = sc.adaptive;
+      j["engine_decode_tokens_per_s"] = engs.mean;
+      j["spec_decode_tokens_per_s"] = specs.mean;
+      j["spec_decode_tokens_per_s_sd"] = specs.sd;
+      j["spec_speedup"] = engs.mean > 0 ? specs.mean / engs.mean : 0.0;
+      j["acceptance_rate"] = spec_stats.SpecAcceptanceRate();
+      j["mean_accepted_tokens"] = spec_stats.SpecMeanAcceptedTokens();
+      j["spec_draft_s"] = spec_stats.spec_draft_s / o.reps;
+      j["spec_verify_s"] = spec_stats.spec_verify_s / o.reps;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("| model | type | isa | threads | test | t/s |\n|---|---|---|---|---|---|\n");
@@ -168,6 +252,15 @@ int RunBench(const BenchOpts& o) {
                 "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
                 pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
                 kv_bytes / 1e6, eff * 100);
+    if (!spec_tps.empty())
+      std::printf(
+          "speculative decode (%s, K %d) on the engine: %.2f +/- %.2f tok/s vs plain %.2f +/- %.2f tok/s "
+          "(x%.2f); acceptance %.1f%%, mean accepted %.2f per verification; draft %.1f ms, verify %.1f ms "
+          "per run\n",
+          spec_method.c_str(), sc.num_tokens, specs.mean, specs.sd, engs.mean, engs.sd,
+          engs.mean > 0 ? specs.mean / engs.mean : 0.0, spec_stats.SpecAcceptanceRate() * 100,
+          spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
+          spec_stats.spec_verify_s * 1e3 / o.reps);
   }
   std::fflush(stdout);
   return 0;
@@ -187,6 +280,9 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   bench.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
   bench.add_flag("--json", o->json, "one JSON object per line");
   bench.add_flag("--no-repack", o->no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+  o->spec.Add(&bench);
+  bench.add_option("--spec-prompt", o->spec_prompt,
+                   "prompt text for the speculative runs (default: the random prompt)");
   return [o]() -> int { return RunBench(*o); };
 }
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -14,6 +13,7 @@
 
 #include "base/timer.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 
@@ -35,35 +35,6 @@ StatusOr<Range> ParseRange(const std::string& s, const char* flag) {
   }
   if (r.lo <= 0 || r.hi < r.lo) return InvalidArgumentError("{} '{}': need 0 < MIN <= MAX", flag, s);
   return r;
-}
-
-// "2G", "512M", "1073741824" (bytes) or a fraction in (0, 1] of the available memory.
-StatusOr<size_t> ParseMemory(const std::string& s) {
-  double v = 0;
-  size_t used = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    return InvalidArgumentError("--kv-cache-memory '{}': expected bytes (2G, 512M) or a fraction of free RAM", s);
-  }
-  std::string suffix = s.substr(used);
-  if (suffix.empty() && v > 0 && v <= 1.0) {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    size_t kb = 0;
-    while (in >> key >> kb) {
-      if (key == "MemAvailable:") return static_cast<size_t>(v * static_cast<double>(kb) * 1024.0);
-      in.ignore(256, '\n');
-    }
-    return InvalidArgumentError("--kv-cache-memory {}: cannot read MemAvailable from /proc/meminfo; give bytes", s);
-  }
-  double mul = 1;
-  if (suffix == "K" || suffix == "k") mul = 1024.0;
-  else if (suffix == "M" || suffix == "m") mul = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mul = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return InvalidArgumentError("--kv-cache-memory '{}': unknown suffix '{}'", s, suffix);
-  if (v <= 0) return InvalidArgumentError("--kv-cache-memory must be positive");
-  return static_cast<size_t>(v * mul);
 }
 
 struct Opts {
@@ -88,7 +59,7 @@ int RunBench(const Opts& o) {
   if (!in_range.ok()) return Fail(in_range.status());
   auto out_range = ParseRange(o.output_len, "--output-len");
   if (!out_range.ok()) return Fail(out_range.status());
-  auto kv_bytes = ParseMemory(o.kv_memory);
+  auto kv_bytes = ParseMemorySize(o.kv_memory, "--kv-cache-memory");
   if (!kv_bytes.ok()) return Fail(kv_bytes.status());
   if (o.policy != "continuous" && o.policy != "static")
     return Fail(InvalidArgumentError("--policy '{}': expected continuous or static", o.policy));

@@ -14,24 +14,29 @@ Runner AddMakeModelCommand(CLI::App& app) {
     std::string preset = "tiny", type = "f16", out;
     uint64_t seed = 1234;
     int threads = 0;
+    float input_scale = 0.f;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("make-model", "write a random-weight GGUF with a real model's shapes");
   std::string presets;
   for (const auto& p : ModelPresets()) presets += (presets.empty() ? "" : ", ") + p.name;
   cmd->add_option("--preset", o->preset, "shape preset: " + presets)->capture_default_str();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128")->capture_default_str();
+  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128, w8a8")->capture_default_str();
   cmd->add_option("-o,--output", o->out, "output .gguf file")->required();
   cmd->add_option("--seed", o->seed, "weights seed")->capture_default_str();
+  cmd->add_option("--input-scale", o->input_scale,
+                  "w8a8 only: static per-tensor activation scale written for every linear (default: none, "
+                  "per-token dynamic)");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)");
 
   return [o]() -> int {
-    auto type = DTypeFromName(o->type);
+    auto type = o->type == "w8a8" ? std::optional<DType>(DType::kI8) : DTypeFromName(o->type);
     if (!type) return Fail(InvalidArgumentError("unknown --type '{}'", o->type));
     SyntheticModelOptions opts;
     opts.preset = o->preset;
     opts.type = *type;
     opts.seed = o->seed;
+    opts.w8a8_input_scale = o->input_scale;
     opts.threads = o->threads;
     opts.show_progress = StderrIsTerminal();
     Timer timer;

@@ -4,10 +4,14 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "core/thread_pool.h"
 #include "engine/loaded_model.h"
+#include "spec/self_draft.h"
+#include "spec/spec_config.h"
 
 namespace ferry::cli {
 
@@ -24,10 +28,12 @@ Runner AddBenchCommand(CLI::App& app);
 Runner AddCalibrateCommand(CLI::App& app);
 Runner AddQuantizeCommand(CLI::App& app);
 Runner AddPruneCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 // Parts of `ferry bench`: options of the default model benchmark on `bench` itself, and nested
 // benchmark subcommands (each adds one subcommand to `bench`).
 Runner AddBenchModelOptions(CLI::App& bench);
 Runner AddBenchThroughputCommand(CLI::App& bench);
+Runner AddBenchServeCommand(CLI::App& bench);
 
 // Prints "ferry: <reason>" on one line to stderr and returns the exit code for it.
 int Fail(const Status& status);
@@ -40,6 +46,28 @@ struct ModelFlags {
   bool no_repack = false;
   void Add(CLI::App* cmd, bool with_threads = true);
   LoadOptions ToLoadOptions() const { return LoadOptions{tokenizer, !no_repack}; }
+};
+
+// What a speculative-decoding config points at: a loaded draft model or a quantized
+// self-draft. Keep it alive as long as the engine that uses it.
+struct SpecDraft {
+  std::optional<LoadedModel> model;
+  std::optional<spec::QuantizedDraft> quantized;
+};
+
+// Speculative-decoding flags shared by `ferry run`, `ferry serve` and `ferry bench`
+// (spec_flags.cc): --draft-model, --draft-quant q4, --spec-ngram, --spec-tokens.
+struct SpecFlags {
+  std::string draft_model;
+  std::string draft_quant;  // "q4": the target's own weights quantized to q4_0 in memory
+  int spec_tokens = 4;
+  int spec_ngram = 0;
+  bool no_adaptive = false;
+  void Add(CLI::App* cmd);
+  bool enabled() const { return !draft_model.empty() || !draft_quant.empty() || spec_ngram > 0; }
+  // Loads or builds the draft into `draft` and fills `config`; errors name the flag.
+  Status Apply(const LoadedModel& target, const LoadOptions& load, ThreadPool* pool, SpecDraft& draft,
+               spec::SpecConfig& config) const;
 };
 
 }  // namespace ferry::cli

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   add(&AddCalibrateCommand);
   add(&AddQuantizeCommand);
   add(&AddPruneCommand);
+  add(&AddServeCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

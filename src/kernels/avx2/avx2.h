@@ -28,6 +28,11 @@ float DotQ4_K(const void* w, const void* x, int64_t n);
 float DotQ5_K(const void* w, const void* x, int64_t n);
 float DotQ6_K(const void* w, const void* x, int64_t n);
 
+// W8A8, same contracts as ref::.
+float QuantizeActInt8(const float* x, int64_t n, float static_scale, int8_t* q);
+int32_t DotI8(const int8_t* w, const int8_t* x, int64_t n);
+void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
+
 // Packed MatMul micro-kernel and bandwidth-probe sum, same contracts as ref::.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
                 float* const* y);
@@ -39,6 +44,7 @@ void Axpy(float a, const float* x, float* y, int64_t n);
 void Scale(float* y, float a, int64_t n);
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);

@@ -66,6 +66,29 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
 }
 
+// x += delta, then RmsNorm(x) with the very same squares and summation order as RmsNorm, in
+// one pass over x for the sum (the second pass hits L1).
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(delta + i));
+    _mm256_storeu_ps(x + i, v);
+    AddSquaresPd(v, a0, a1);
+  }
+  double sum = HsumPd(_mm256_add_pd(a0, a1));
+  for (; i < n; ++i) {
+    x[i] += delta[i];
+    sum += static_cast<double>(x[i] * x[i]);
+  }
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
+  for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
 void Softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float max = -std::numeric_limits<float>::infinity();

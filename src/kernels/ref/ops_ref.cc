@@ -17,6 +17,11 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
 }
 
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps) {
+  AddInPlace(x, delta, n);
+  RmsNorm(x, w, y, n, eps);
+}
+
 void Softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float max = -std::numeric_limits<float>::infinity();

@@ -49,6 +49,15 @@ float DotQ4_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ5_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ6_K(const void* w, const void* x, int64_t n);  // x: q8_K
 
+// ---- W8A8 (kernels.h MatMulW8A8) ----------------------------------------------------------
+// q[n] = clamp(round_half_even(x / s), -127, 127); s = static_scale if > 0, else max|x|/127.
+// Returns s.
+float QuantizeActInt8(const float* x, int64_t n, float static_scale, int8_t* q);
+// sum_i w[i] * x[i] in int32 (exact for n <= kMaxW8A8In).
+int32_t DotI8(const int8_t* w, const int8_t* x, int64_t n);
+// out[r] = DotI8(w + r * w_stride, x, n) for r < 4.
+void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
+
 // Packed MatMul micro-kernel (packed_layout.h PackedTileFn): the scalar truth.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
                 float* const* y);
@@ -62,6 +71,7 @@ void Scale(float* y, float a, int64_t n);                      // y *= a
 
 // ---- Elementwise / normalization --------------------------------------------------------
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);

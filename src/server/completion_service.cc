@@ -1,0 +1,170 @@
+#include "server/completion_service.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+namespace ferry::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string NewId(const char* prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{}{:016x}", prefix, rng());
+}
+
+int64_t UnixNow() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+Reply Json(json body, int status = 200) {
+  return Reply{status, Dump(body), nullptr, 0};
+}
+
+}  // namespace
+
+Reply Reply::Error(const ApiError& e) {
+  return Reply{e.status, Dump(e.ToJson()), nullptr, e.status == 503 ? 1 : 0};
+}
+
+std::optional<ApiError> CompletionService::CheckModel(const std::string& model) const {
+  if (model.empty() || model == ctx_.model_name) return std::nullopt;
+  return ApiError{
+      404, fmt::format("The model `{}` does not exist. This server serves `{}`.", model, ctx_.model_name),
+      "model"};
+}
+
+Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
+                             std::vector<std::vector<int32_t>> prompts) {
+  std::vector<RequestOptions> options;
+  for (const std::vector<int32_t>& p : prompts) {
+    RequestOptions o = gen.options;
+    const int64_t len = static_cast<int64_t>(p.size());
+    if (len == 0) return Reply::Error(BadRequest("The prompt is empty (no tokens).", "prompt"));
+    if (o.max_tokens == 0)
+      o.max_tokens = static_cast<int32_t>(std::max<int64_t>(0, ctx_.max_model_len - len));
+    if (len + o.max_tokens > ctx_.max_model_len || o.max_tokens == 0)
+      return Reply::Error(BadRequest(
+          fmt::format(
+              "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
+              "prompt, {} in the completion). Please reduce the length of the prompt or completion.",
+              ctx_.max_model_len, len + std::max(o.max_tokens, 1), len, std::max(o.max_tokens, 1)),
+          spec.api == Api::kChat ? "messages" : "prompt"));
+    options.push_back(std::move(o));
+    spec.prompt_tokens.push_back(static_cast<int32_t>(len));
+  }
+  auto submitted = ctx_.engine->Submit(prompts, options);
+  if (auto* e = std::get_if<ApiError>(&submitted)) return Reply::Error(*e);
+  spec.n = gen.options.n;
+  spec.logprobs = gen.options.logprobs >= 0;
+  spec.include_usage = gen.include_usage;
+  spec.model = ctx_.model_name;
+  spec.created = UnixNow();
+  auto generation = std::make_shared<Generation>(std::move(spec), ctx_.tokenizer, ctx_.engine,
+                                                 std::get<std::shared_ptr<OutputChannel>>(submitted));
+  if (gen.stream) return Reply{200, "", std::move(generation), 0};
+  return Json(generation->Complete());
+}
+
+Reply CompletionService::Completions(std::string_view body) {
+  Parsed<CompletionRequest> parsed = ParseCompletionRequest(body, ctx_.limits);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return Reply::Error(*e);
+  CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  if (auto e = CheckModel(r.gen.model)) return Reply::Error(*e);
+  if (!ctx_.tokenizer && (r.echo || !r.gen.options.stop.empty()))
+    return Reply::Error(BadRequest("'echo' and 'stop' need a tokenizer; this model has none"));
+  GenerationSpec spec;
+  spec.api = Api::kCompletion;
+  spec.id = NewId("cmpl-");
+  std::vector<std::vector<int32_t>> prompts;
+  for (PromptInput& p : r.prompts) {
+    if (p.text && !ctx_.tokenizer)
+      return Reply::Error(
+          BadRequest("text prompts need a tokenizer; this model has none: send token ids", "prompt"));
+    std::vector<int32_t> ids = p.text ? ctx_.tokenizer->Encode(*p.text, true, true) : std::move(p.ids);
+    if (r.echo) spec.echo.push_back(p.text ? *p.text : ctx_.tokenizer->Decode(ids));
+    prompts.push_back(std::move(ids));
+  }
+  return Run(std::move(spec), r.gen, std::move(prompts));
+}
+
+Reply CompletionService::ChatCompletions(std::string_view body) {
+  Parsed<ChatCompletionRequest> parsed = ParseChatCompletionRequest(body, ctx_.limits);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return Reply::Error(*e);
+  ChatCompletionRequest& r = std::get<ChatCompletionRequest>(parsed);
+  if (auto e = CheckModel(r.gen.model)) return Reply::Error(*e);
+  if (!ctx_.tokenizer)
+    return Reply::Error(BadRequest("chat completions need a tokenizer; this model has none"));
+  StatusOr<RenderedChat> prompt = ctx_.chat->Render(r.messages, r.add_generation_prompt);
+  if (!prompt.ok()) return Reply::Error(BadRequest(prompt.status().message(), "messages"));
+  GenerationSpec spec;
+  spec.api = Api::kChat;
+  spec.id = NewId("chatcmpl-");
+  std::vector<std::vector<int32_t>> prompts = {ctx_.tokenizer->Encode(prompt->text, prompt->add_bos, true)};
+  return Run(std::move(spec), r.gen, std::move(prompts));
+}
+
+Reply CompletionService::Models() const {
+  json model = {{"id", ctx_.model_name},
+                {"object", "model"},
+                {"created", ctx_.created},
+                {"owned_by", "ferry"},
+                {"root", ctx_.model_name},
+                {"parent", nullptr},
+                {"max_model_len", ctx_.max_model_len}};
+  return Json({{"object", "list"}, {"data", json::array({model})}});
+}
+
+// vLLM's /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...]}.
+Reply CompletionService::Tokenize(std::string_view body) const {
+  Parsed<json> parsed = ParseJsonObject(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return Reply::Error(*e);
+  const json& j = std::get<json>(parsed);
+  if (auto e = CheckModel(j.value("model", std::string()))) return Reply::Error(*e);
+  if (!ctx_.tokenizer) return Reply::Error(BadRequest("this model has no tokenizer"));
+  std::vector<int32_t> ids;
+  if (j.contains("messages")) {
+    Parsed<ChatCompletionRequest> chat = ParseChatCompletionRequest(body, ctx_.limits);
+    if (auto* e = std::get_if<ApiError>(&chat)) return Reply::Error(*e);
+    const ChatCompletionRequest& r = std::get<ChatCompletionRequest>(chat);
+    StatusOr<RenderedChat> prompt = ctx_.chat->Render(r.messages, r.add_generation_prompt);
+    if (!prompt.ok()) return Reply::Error(BadRequest(prompt.status().message(), "messages"));
+    ids = ctx_.tokenizer->Encode(prompt->text, prompt->add_bos, true);
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string())
+      return Reply::Error({422, "'prompt' (a string) or 'messages' is required", "prompt"});
+    const json& add = j.contains("add_special_tokens") ? j["add_special_tokens"] : json(true);
+    if (!add.is_boolean())
+      return Reply::Error(
+          {422, "Invalid type for 'add_special_tokens': expected a boolean", "add_special_tokens"});
+    ids = ctx_.tokenizer->Encode(j["prompt"].get<std::string>(), add.get<bool>(), true);
+  }
+  return Json({{"count", ids.size()}, {"max_model_len", ctx_.max_model_len}, {"tokens", ids}});
+}
+
+Reply CompletionService::Detokenize(std::string_view body) const {
+  Parsed<json> parsed = ParseJsonObject(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return Reply::Error(*e);
+  const json& j = std::get<json>(parsed);
+  if (auto e = CheckModel(j.value("model", std::string()))) return Reply::Error(*e);
+  if (!ctx_.tokenizer) return Reply::Error(BadRequest("this model has no tokenizer"));
+  if (!j.contains("tokens") || !j["tokens"].is_array())
+    return Reply::Error({422, "'tokens' (a list of token ids) is required", "tokens"});
+  std::vector<int32_t> ids;
+  for (const json& t : j["tokens"]) {
+    if (!t.is_number_integer()) return Reply::Error({422, "'tokens' must hold integers", "tokens"});
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= ctx_.tokenizer->n_vocab())
+      return Reply::Error(BadRequest(
+          fmt::format("token id {} is outside the vocabulary [0, {})", id, ctx_.tokenizer->n_vocab()),
+          "tokens"));
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  std::string text = ctx_.tokenizer->Decode(ids);
+  // The inverse of /tokenize: drop the space SentencePiece put before the text.
+  if (ctx_.tokenizer->add_space_prefix() && !text.empty() && text[0] == ' ') text.erase(0, 1);
+  return Json({{"prompt", text}});
+}
+
+}  // namespace ferry::server

@@ -1,0 +1,56 @@
+// CompletionService: the OpenAI endpoints over the engine, independent of the HTTP library.
+// Each call takes a request body and returns a Reply: a JSON body with its status, or a
+// Generation to stream as server-sent events.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "server/chat_prompt.h"
+#include "server/engine_client.h"
+#include "server/generation.h"
+#include "server/openai_schema.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ferry::server {
+
+struct ServingContext {
+  std::string model_name;     // the served model name (--served-model-name)
+  int32_t max_model_len = 0;  // positions per sequence
+  const Tokenizer* tokenizer = nullptr;
+  EngineClient* engine = nullptr;
+  const ChatPrompt* chat = nullptr;
+  SchemaLimits limits;
+  int64_t created = 0;  // server start (Unix seconds), for /v1/models
+};
+
+struct Reply {
+  int status = 200;
+  std::string body;                    // JSON (when stream is null)
+  std::shared_ptr<Generation> stream;  // set for "stream": true
+  int retry_after_s = 0;               // > 0: a Retry-After header (503)
+
+  static Reply Error(const ApiError& e);
+};
+
+class CompletionService {
+ public:
+  explicit CompletionService(ServingContext ctx) : ctx_(std::move(ctx)) {}
+
+  Reply Completions(std::string_view body);
+  Reply ChatCompletions(std::string_view body);
+  Reply Models() const;
+  Reply Tokenize(std::string_view body) const;
+  Reply Detokenize(std::string_view body) const;
+
+ private:
+  // Checks model names and context lengths, fills default max_tokens, submits, and answers
+  // (streamed or whole).
+  Reply Run(GenerationSpec spec, const GenerationRequest& gen, std::vector<std::vector<int32_t>> prompts);
+  std::optional<ApiError> CheckModel(const std::string& model) const;
+
+  ServingContext ctx_;
+};
+
+}  // namespace ferry::server

@@ -1,0 +1,195 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace ferry::server {
+
+using json = nlohmann::ordered_json;
+
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Generation::Generation(GenerationSpec spec, const Tokenizer* tokenizer, EngineClient* engine,
+                       std::shared_ptr<OutputChannel> channel)
+    : spec_(std::move(spec)), tok_(tokenizer), engine_(engine), channel_(std::move(channel)) {
+  choices_.resize(spec_.prompt_tokens.size() * static_cast<size_t>(spec_.n));
+}
+
+Generation::~Generation() {
+  Cancel();
+}
+
+void Generation::Cancel() {
+  if (!channel_->Done()) engine_->Abort(*channel_);
+}
+
+Generation::Delta Generation::Apply(RequestOutput&& o) {
+  const auto& ids = channel_->ids();
+  const size_t prompt = static_cast<size_t>(std::find(ids.begin(), ids.end(), o.id) - ids.begin());
+  Delta d;
+  d.index = prompt * static_cast<size_t>(spec_.n) + static_cast<size_t>(o.branch);
+  Choice& c = choices_.at(d.index);
+  c.text += o.text;
+  c.tokens.insert(c.tokens.end(), o.token_ids.begin(), o.token_ids.end());
+  c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+  d.text = std::move(o.text);
+  d.tokens = std::move(o.token_ids);
+  d.logprobs = std::move(o.logprobs);
+  if (o.finished) {
+    d.finished = true;
+    c.finish_reason = o.finish_reason;
+    c.output_tokens = o.metrics.output_tokens;
+  }
+  return d;
+}
+
+json Generation::LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
+                              const std::vector<TokenLogprobs>& lps) const {
+  auto piece = [&](int32_t id) { return tok_ ? tok_->TokenToPiece(id) : std::to_string(id); };
+  const size_t count = std::min(tokens.size(), lps.size());
+  if (spec_.api == Api::kChat) {
+    auto bytes = [](const std::string& s) {
+      json b = json::array();
+      for (unsigned char ch : s) b.push_back(ch);
+      return b;
+    };
+    json content = json::array();
+    for (size_t i = 0; i < count; ++i) {
+      const std::string p = piece(tokens[i]);
+      json top = json::array();
+      for (const TokenLogprob& t : lps[i].top) {
+        const std::string tp = piece(t.token);
+        top.push_back({{"token", tp}, {"logprob", t.logprob}, {"bytes", bytes(tp)}});
+      }
+      content.push_back(
+          {{"token", p}, {"logprob", lps[i].logprob}, {"bytes", bytes(p)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (size_t i = 0; i < count; ++i) {
+    const std::string p = piece(tokens[i]);
+    out["tokens"].push_back(p);
+    out["token_logprobs"].push_back(lps[i].logprob);
+    json top = json::object();
+    for (const TokenLogprob& t : lps[i].top) top[piece(t.token)] = t.logprob;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(c.text_offset);
+    c.text_offset += p.size();
+  }
+  return out;
+}
+
+json Generation::Usage() const {
+  int64_t prompt = 0, completion = 0;
+  for (int32_t p : spec_.prompt_tokens) prompt += p;
+  for (const Choice& c : choices_) completion += c.output_tokens;
+  return {
+      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+json Generation::ChunkBase() const {
+  json j;
+  j["id"] = spec_.id;
+  j["object"] = spec_.api == Api::kChat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = spec_.created;
+  j["model"] = spec_.model;
+  j["choices"] = json::array();
+  return j;
+}
+
+json Generation::Complete() {
+  while (!channel_->Done()) {
+    std::vector<RequestOutput> outs = channel_->Wait(std::chrono::milliseconds(200));
+    if (outs.empty() && !engine_->EngineStatus().ok()) break;  // no more outputs will come
+    for (RequestOutput& o : outs) Apply(std::move(o));
+  }
+  json j;
+  j["id"] = spec_.id;
+  j["object"] = spec_.api == Api::kChat ? "chat.completion" : "text_completion";
+  j["created"] = spec_.created;
+  j["model"] = spec_.model;
+  j["choices"] = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    json choice;
+    choice["index"] = i;
+    if (spec_.api == Api::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      const std::string& echo =
+          spec_.echo.empty() ? std::string() : spec_.echo[i / static_cast<size_t>(spec_.n)];
+      choice["text"] = echo + c.text;
+    }
+    choice["logprobs"] = spec_.logprobs ? LogprobsJson(c, c.tokens, c.logprobs) : json();
+    choice["finish_reason"] =
+        c.finish_reason.empty() ? "abort" : c.finish_reason;  // empty: the engine failed
+    j["choices"].push_back(std::move(choice));
+  }
+  j["usage"] = Usage();
+  return j;
+}
+
+bool Generation::Stream(const std::function<bool(std::string_view)>& write,
+                        const std::function<bool()>& client_alive) {
+  auto send = [&](json chunk) {
+    if (spec_.include_usage) chunk["usage"] = nullptr;
+    return write("data: " + Dump(chunk) + "\n\n");
+  };
+  auto choice_chunk = [&](size_t index, json body) {
+    json chunk = ChunkBase();
+    json choice = {{"index", index}};
+    for (auto& [k, v] : body.items()) choice[k] = v;
+    chunk["choices"].push_back(std::move(choice));
+    return chunk;
+  };
+  // Openers: the assistant role (chat), the echoed prompt (completions).
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    bool ok = true;
+    if (spec_.api == Api::kChat) {
+      ok = send(choice_chunk(i, {{"delta", {{"role", "assistant"}, {"content", ""}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}));
+    } else if (!spec_.echo.empty()) {
+      ok = send(choice_chunk(i, {{"text", spec_.echo[i / static_cast<size_t>(spec_.n)]},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}));
+    }
+    if (!ok) return Cancel(), false;
+  }
+  while (!channel_->Done()) {
+    std::vector<RequestOutput> outs = channel_->Wait(std::chrono::milliseconds(100));
+    if (outs.empty() && (!client_alive() || !engine_->EngineStatus().ok())) return Cancel(), false;
+    for (RequestOutput& o : outs) {
+      Delta d = Apply(std::move(o));
+      Choice& c = choices_[d.index];
+      json lp = spec_.logprobs && !d.tokens.empty() ? LogprobsJson(c, d.tokens, d.logprobs) : json();
+      json finish = d.finished ? json(c.finish_reason) : json();
+      bool ok = true;
+      if (spec_.api == Api::kChat) {
+        if (!d.text.empty() || !lp.is_null())
+          ok = send(choice_chunk(
+              d.index, {{"delta", {{"content", d.text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}));
+        if (ok && d.finished)
+          ok = send(choice_chunk(
+              d.index, {{"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
+      } else if (!d.text.empty() || !lp.is_null() || d.finished) {
+        ok = send(choice_chunk(d.index, {{"text", d.text}, {"logprobs", lp}, {"finish_reason", finish}}));
+      }
+      if (!ok) return Cancel(), false;
+    }
+  }
+  if (spec_.include_usage) {
+    json chunk = ChunkBase();
+    chunk["usage"] = Usage();
+    if (!write("data: " + Dump(chunk) + "\n\n")) return false;
+  }
+  return write("data: [DONE]\n\n");
+}
+
+}  // namespace ferry::server

@@ -1,0 +1,79 @@
+// Generation: one HTTP request's engine requests seen as OpenAI choices. It folds the engine's
+// incremental outputs into per-choice text, tokens, logprobs and finish reasons, and renders
+// them either as one response object or as server-sent events in OpenAI's chunk format.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/engine_client.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ferry::server {
+
+enum class Api { kCompletion, kChat };
+
+struct GenerationSpec {
+  Api api = Api::kCompletion;
+  std::string id;     // "cmpl-..." / "chatcmpl-..."
+  std::string model;  // the served model name
+  int64_t created = 0;
+  int32_t n = 1;                       // choices per prompt
+  std::vector<int32_t> prompt_tokens;  // [prompts] prompt lengths, for usage
+  std::vector<std::string> echo;  // [prompts] text to prepend to each choice (completions' echo), or empty
+  bool logprobs = false;          // outputs carry logprobs
+  bool include_usage = false;     // streaming: a final usage chunk
+};
+
+class Generation {
+ public:
+  Generation(GenerationSpec spec, const Tokenizer* tokenizer, EngineClient* engine,
+             std::shared_ptr<OutputChannel> channel);
+  ~Generation();  // aborts whatever is unfinished (the client is gone)
+
+  // Waits for every choice; the whole response object.
+  nlohmann::ordered_json Complete();
+  // Writes the SSE stream ("data: {...}\n\n" ... "data: [DONE]\n\n") through `write` until it is
+  // complete (true), or until `write` fails or `client_alive` turns false (false, requests aborted).
+  bool Stream(const std::function<bool(std::string_view)>& write, const std::function<bool()>& client_alive);
+  // Aborts the unfinished requests (idempotent).
+  void Cancel();
+
+ private:
+  struct Choice {
+    std::string text;
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> logprobs;
+    size_t text_offset = 0;  // characters before this choice's next token (completions' text_offset)
+    std::string finish_reason;
+    int32_t output_tokens = 0;
+  };
+  // What one output added to a choice.
+  struct Delta {
+    size_t index = 0;
+    std::string text;
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> logprobs;
+    bool finished = false;
+  };
+  Delta Apply(RequestOutput&& o);
+  nlohmann::ordered_json LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
+                                      const std::vector<TokenLogprobs>& lps) const;
+  nlohmann::ordered_json Usage() const;
+  nlohmann::ordered_json ChunkBase() const;
+
+  GenerationSpec spec_;
+  const Tokenizer* tok_;
+  EngineClient* engine_;
+  std::shared_ptr<OutputChannel> channel_;
+  std::vector<Choice> choices_;  // [prompts * n], prompt-major
+};
+
+// JSON text with invalid UTF-8 replaced (token pieces may split characters).
+std::string Dump(const nlohmann::ordered_json& j);
+
+}  // namespace ferry::server

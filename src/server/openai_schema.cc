@@ -1,0 +1,307 @@
+#include "server/openai_schema.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace ferry::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const char* TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "null";
+  }
+}
+
+// Reads optional fields of one JSON object; the first error wins and later reads are no-ops.
+// An absent or null field leaves its output unchanged.
+class Fields {
+ public:
+  explicit Fields(const json& obj) : obj_(obj) {}
+
+  const json* Get(const char* key) const {
+    auto it = obj_.find(key);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool Has(const char* key) const { return Get(key) != nullptr; }
+
+  template <typename Int>
+  void Integer(const char* key, int64_t lo, int64_t hi, Int& out) {
+    const json* v = Check(key);
+    if (!v) return;
+    if (!v->is_number_integer()) return WrongType(key, *v, "an integer");
+    const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi);
+    if (too_big || v->get<int64_t>() > hi || v->get<int64_t>() < lo)
+      return Fail(
+          BadRequest(fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, v->dump()), key));
+    out = static_cast<Int>(v->get<int64_t>());
+  }
+  void Number(const char* key, double lo, double hi, float& out, bool lo_open = false) {
+    const json* v = Check(key);
+    if (!v) return;
+    if (!v->is_number()) return WrongType(key, *v, "a number");
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+      return Fail(BadRequest(
+          fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[", lo, hi, v->dump()),
+          key));
+    out = static_cast<float>(x);
+  }
+  void Bool(const char* key, bool& out) {
+    const json* v = Check(key);
+    if (!v) return;
+    if (!v->is_boolean()) return WrongType(key, *v, "a boolean");
+    out = v->get<bool>();
+  }
+  void String(const char* key, std::string& out) {
+    const json* v = Check(key);
+    if (!v) return;
+    if (!v->is_string()) return WrongType(key, *v, "a string");
+    out = v->get<std::string>();
+  }
+  void WrongType(const std::string& key, const json& v, const char* expected) {
+    Fail({422,
+          fmt::format("Invalid type for '{}': expected {}, but got {} instead.", key, expected, TypeName(v)),
+          key});
+  }
+  void Fail(ApiError e) {
+    if (!error) error = std::move(e);
+  }
+  std::optional<ApiError> error;
+
+ private:
+  const json* Check(const char* key) const { return error ? nullptr : Get(key); }
+  const json& obj_;
+};
+
+// stop: a string or a list of strings.
+void ReadStop(Fields& f, const SchemaLimits& limits, std::vector<std::string>& out) {
+  const json* v = f.Get("stop");
+  if (!v || f.error) return;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (static_cast<int32_t>(v->size()) > limits.max_stop)
+      return f.Fail(BadRequest(
+          fmt::format("'stop' has {} strings; at most {} are allowed", v->size(), limits.max_stop), "stop"));
+    for (const json& s : *v) {
+      if (!s.is_string()) return f.WrongType("stop", s, "a string or a list of strings");
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    return f.WrongType("stop", *v, "a string or a list of strings");
+  }
+  std::erase_if(out, [](const std::string& s) { return s.empty(); });
+}
+
+// The fields both endpoints share. OpenAI's sampling defaults (temperature 1, top_p 1, no
+// top_k/min_p/repeat penalty) replace Ferry's CLI defaults.
+void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g) {
+  f.String("model", g.model);
+  RequestOptions& o = g.options;
+  o.max_tokens = 0;
+  o.sampling = SamplingParams{};
+  o.sampling.temperature = 1.0f;
+  o.sampling.top_p = 1.0f;
+  o.sampling.top_k = 0;
+  o.sampling.min_p = 0.0f;
+  o.sampling.repeat_last_n = 0;  // penalties count the whole history
+  f.Integer("max_tokens", 1, int64_t{1} << 30, o.max_tokens);
+  f.Integer("n", 1, limits.max_n, o.n);
+  if (const json* b = f.Get("best_of");
+      b && !f.error && (!b->is_number_integer() || b->get<int64_t>() != o.n))
+    f.Fail(BadRequest("'best_of' is not supported (only best_of == n)", "best_of"));
+  f.Number("temperature", 0.0, 2.0, o.sampling.temperature);
+  f.Number("top_p", 0.0, 1.0, o.sampling.top_p, /*lo_open=*/true);
+  f.Integer("top_k", -1, std::numeric_limits<int32_t>::max(), o.sampling.top_k);
+  if (o.sampling.top_k < 0) o.sampling.top_k = 0;  // vLLM's -1: off
+  f.Number("min_p", 0.0, 1.0, o.sampling.min_p);
+  f.Number("presence_penalty", -2.0, 2.0, o.sampling.presence_penalty);
+  f.Number("frequency_penalty", -2.0, 2.0, o.sampling.frequency_penalty);
+  f.Number("repetition_penalty", 0.0, 10.0, o.sampling.repeat_penalty, /*lo_open=*/true);
+  int64_t seed = 0;
+  if (f.Has("seed")) {
+    f.Integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed);
+    o.sampling.seed = static_cast<uint64_t>(seed);
+    // Ferry's "random seed" sentinel is a fixed seed here: move it to a neighbour.
+    if (o.sampling.seed == SamplingParams{}.seed) o.sampling.seed ^= uint64_t{1} << 40;
+  }
+  ReadStop(f, limits, o.stop);
+  f.Bool("ignore_eos", o.ignore_eos);
+  f.Bool("stream", g.stream);
+  if (const json* so = f.Get("stream_options"); so && !f.error) {
+    if (!so->is_object()) return f.WrongType("stream_options", *so, "an object");
+    if (!g.stream)
+      return f.Fail(BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options"));
+    Fields sf(*so);
+    sf.Bool("include_usage", g.include_usage);
+    if (sf.error) f.Fail(*sf.error);
+  }
+  if (const json* lb = f.Get("logit_bias"); lb && !f.error && !(lb->is_object() && lb->empty()))
+    f.Fail(BadRequest("'logit_bias' is not supported", "logit_bias"));
+}
+
+std::optional<ApiError> ReadPrompt(const json* p, std::vector<PromptInput>& out) {
+  if (!p) return BadRequest("'prompt' is required", "prompt");
+  auto ids_of = [](const json& list, std::vector<int32_t>& ids) -> bool {
+    for (const json& t : list) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        return false;
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    return true;
+  };
+  const char* kShape = "a string, a list of strings, a list of token ids or a list of token id lists";
+  if (p->is_string()) {
+    out.push_back({p->get<std::string>(), {}});
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+    PromptInput in;
+    if (!ids_of(*p, in.ids))
+      return ApiError{422, fmt::format("Invalid 'prompt': expected {}", kShape), "prompt"};
+    out.push_back(std::move(in));
+  } else if (p->is_array() && !p->empty()) {
+    for (const json& e : *p) {
+      PromptInput in;
+      if (e.is_string()) {
+        in.text = e.get<std::string>();
+      } else if (!e.is_array() || !ids_of(e, in.ids)) {
+        return ApiError{422, fmt::format("Invalid 'prompt': expected {}", kShape), "prompt"};
+      } else if (in.ids.empty()) {
+        return BadRequest("'prompt' has an empty token id list", "prompt");
+      }
+      out.push_back(std::move(in));
+    }
+  } else if (p->is_array()) {
+    return BadRequest("'prompt' must not be an empty list", "prompt");
+  } else {
+    return ApiError{
+        422, fmt::format("Invalid type for 'prompt': expected {}, but got {} instead.", kShape, TypeName(*p)),
+        "prompt"};
+  }
+  return std::nullopt;
+}
+
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts (joined).
+std::optional<ApiError> FlattenContent(json& m, size_t i) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) {
+    if (m["role"] == "assistant") {
+      m["content"] = "";
+      return std::nullopt;
+    }
+    return BadRequest(fmt::format("'{}' is required", param), param);
+  }
+  if (it->is_string()) return std::nullopt;
+  if (!it->is_array())
+    return ApiError{
+        422,
+        fmt::format(
+            "Invalid type for '{}': expected a string or a list of content parts, but got {} instead.", param,
+            TypeName(*it)),
+        param};
+  std::string text;
+  for (const json& part : *it) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      return BadRequest(
+          fmt::format("'{}': only text content parts ({{\"type\": \"text\", \"text\": ...}}) are supported",
+                      param),
+          param);
+    text += part["text"].get<std::string>();
+  }
+  m["content"] = text;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Parsed<json> ParseJsonObject(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return BadRequest("The request body is not valid JSON.");
+  if (!j.is_object()) return BadRequest("The request body must be a JSON object.");
+  return j;
+}
+
+Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const SchemaLimits& limits) {
+  Parsed<json> j = ParseJsonObject(body);
+  if (auto* e = std::get_if<ApiError>(&j)) return *e;
+  const json& obj = std::get<json>(j);
+  CompletionRequest r;
+  Fields f(obj);
+  ReadGeneration(f, limits, r.gen);
+  f.Integer("logprobs", 0, limits.max_logprobs, r.gen.options.logprobs);
+  f.Bool("echo", r.echo);
+  if (f.Has("suffix") && !f.error) f.Fail(BadRequest("'suffix' is not supported", "suffix"));
+  if (f.error) return *f.error;
+  if (r.echo && r.gen.options.logprobs >= 0)
+    return BadRequest("'echo' with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
+  if (auto e = ReadPrompt(f.Get("prompt"), r.prompts)) return *e;
+  return r;
+}
+
+Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, const SchemaLimits& limits) {
+  Parsed<json> j = ParseJsonObject(body);
+  if (auto* e = std::get_if<ApiError>(&j)) return *e;
+  const json& obj = std::get<json>(j);
+  ChatCompletionRequest r;
+  Fields f(obj);
+  ReadGeneration(f, limits, r.gen);
+  f.Integer("max_completion_tokens", 1, int64_t{1} << 30, r.gen.options.max_tokens);  // replaces max_tokens
+  f.Bool("logprobs", r.logprobs);
+  int32_t top = -1;
+  f.Integer("top_logprobs", 0, limits.max_logprobs, top);
+  f.Bool("add_generation_prompt", r.add_generation_prompt);
+  if (f.error) return *f.error;
+  if (top >= 0 && !r.logprobs)
+    return BadRequest("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
+  if (r.logprobs) r.gen.options.logprobs = std::max(top, 0);
+
+  const json* msgs = f.Get("messages");
+  if (!msgs) return BadRequest("'messages' is required", "messages");
+  if (!msgs->is_array())
+    return ApiError{
+        422,
+        fmt::format("Invalid type for 'messages': expected an array, but got {} instead.", TypeName(*msgs)),
+        "messages"};
+  if (msgs->empty()) return BadRequest("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    json m = (*msgs)[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object())
+      return ApiError{
+          422,
+          fmt::format("Invalid type for '{}': expected an object, but got {} instead.", param, TypeName(m)),
+          param};
+    if (!m.contains("role") || !m["role"].is_string())
+      return BadRequest(fmt::format("'{}.role' is required (a string)", param), param + ".role");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
+      return BadRequest(
+          fmt::format("'{}.role' is '{}'; expected system, developer, user, assistant or tool", param, role),
+          param + ".role");
+    if (auto e = FlattenContent(m, i)) return *e;
+    r.messages.push_back(std::move(m));
+  }
+  return r;
+}
+
+}  // namespace ferry::server

@@ -1,0 +1,64 @@
+// OpenAI request schemas: parses and validates the JSON bodies of /v1/completions and
+// /v1/chat/completions into engine RequestOptions, field by field as the OpenAI API reference
+// defines them (plus vLLM's top_k, min_p, ignore_eos, repetition_penalty extensions).
+// Malformed JSON and out-of-range values give 400, a field of the wrong JSON type 422.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+
+namespace ferry::server {
+
+// A prompt as the client sent it: text, or token ids.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;  // when text is unset
+};
+
+// Fields shared by completions and chat completions.
+struct GenerationRequest {
+  std::string model;       // "" when absent: the served model
+  RequestOptions options;  // n, sampling, stop, logprobs; max_tokens 0 = the rest of the context
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct CompletionRequest {
+  GenerationRequest gen;
+  std::vector<PromptInput> prompts;  // one engine request each; choices are prompt-major
+  bool echo = false;
+};
+
+struct ChatCompletionRequest {
+  GenerationRequest gen;
+  // Validated messages with `content` flattened to a string (text parts joined).
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  bool add_generation_prompt = true;
+  bool logprobs = false;  // chat's boolean `logprobs`; top_logprobs is in gen.options.logprobs
+};
+
+struct SchemaLimits {
+  int32_t max_n = 128;        // parallel samples per request
+  int32_t max_logprobs = 20;  // top alternatives per token
+  int32_t max_stop = 16;      // stop strings per request
+};
+
+template <typename T>
+using Parsed = std::variant<T, ApiError>;
+
+Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const SchemaLimits& limits = {});
+Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body,
+                                                         const SchemaLimits& limits = {});
+
+// The body as a JSON object, or the 400 for malformed JSON / a non-object.
+Parsed<nlohmann::ordered_json> ParseJsonObject(std::string_view body);
+
+}  // namespace ferry::server

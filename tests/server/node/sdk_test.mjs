@@ -1,0 +1,103 @@
+// `ferry serve` driven by the official OpenAI Node SDK: a streamed chat completion, a
+// completion with n=2 and stop strings, model listing, and an invalid request that must raise
+// the SDK's BadRequestError. Usage: node sdk_test.mjs FERRY_BINARY
+import { spawn, execFileSync } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+
+const ferry = process.argv[2];
+if (!ferry) throw new Error('usage: node sdk_test.mjs FERRY_BINARY');
+const dir = mkdtempSync(join(tmpdir(), 'ferry-node-'));
+const model = join(dir, 'tiny.gguf');
+execFileSync(ferry, ['make-model', '--preset', 'tiny', '--type', 'q8_0', '-o', model], { stdio: 'ignore' });
+
+// The server on a free port (--port 0), read back from its log.
+const server = spawn(ferry, ['serve', '-m', model, '--port', '0', '--kv-cache-memory', '16M', '--threads', '1',
+                             '--served-model-name', 'tiny', '--api-key', 'node-key'],
+                     { stdio: ['ignore', 'ignore', 'pipe'] });
+let log = '';
+const port = await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error('the server did not start:\n' + log)), 60000);
+  server.stderr.on('data', (d) => {
+    log += d;
+    const m = log.match(/on http:\/\/127\.0\.0\.1:(\d+)/);
+    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+  });
+  server.on('exit', (code) => reject(new Error(`the server exited (${code}):\n${log}`)));
+});
+
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'node-key', maxRetries: 0, timeout: 120000 });
+const results = [];
+async function check(name, fn) {
+  try {
+    await fn();
+    results.push(`ok   ${name}`);
+  } catch (e) {
+    results.push(`FAIL ${name}: ${e.stack || e}`);
+  }
+}
+
+await check('models.list names the served model', async () => {
+  const page = await client.models.list();
+  assert.deepEqual(page.data.map((m) => m.id), ['tiny']);
+});
+
+await check('streamed chat completion', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'tiny',
+    messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello.' }],
+    max_tokens: 8,
+    stream: true,
+    stream_options: { include_usage: true },
+    ignore_eos: true,
+  });
+  let text = '', contentChunks = 0, finish = null, usage = null, role = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      if (c.delta.content) { text += c.delta.content; contentChunks++; }
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(role, 'assistant');
+  assert.ok(contentChunks >= 1, 'no content chunks');
+  assert.equal(finish, 'length');
+  assert.equal(usage.completion_tokens, 8);
+  assert.equal(usage.total_tokens, usage.prompt_tokens + 8);
+});
+
+await check('completion with n=2 and stop', async () => {
+  const stops = ['e', 'a'];
+  const r = await client.completions.create({ model: 'tiny', prompt: 'the cat', n: 2, max_tokens: 24, stop: stops, seed: 7 });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.choices.length, 2);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  for (const c of r.choices) {
+    for (const s of stops) assert.ok(!c.text.includes(s), `choice ${c.index} contains stop '${s}': ${c.text}`);
+    assert.ok(['stop', 'length'].includes(c.finish_reason));
+  }
+  assert.ok(r.usage.completion_tokens >= 2);
+});
+
+await check('an invalid request raises BadRequestError', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], temperature: -1 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /temperature/.test(e.message));
+});
+
+await check('a wrong API key raises AuthenticationError', async () => {
+  const bad = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'wrong', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+server.kill('SIGTERM');
+const code = await new Promise((resolve) => server.on('exit', (c) => resolve(c)));
+results.push(code === 0 ? 'ok   the server exits 0 on SIGTERM' : `FAIL the server exited ${code}:\n${log}`);
+rmSync(dir, { recursive: true, force: true });
+console.log(results.join('\n'));
+process.exit(results.some((r) => r.startsWith('FAIL')) ? 1 : 0);

@@ -1,0 +1,299 @@
+// `ferry bench serve`: online serving benchmark against a running OpenAI-compatible server
+// (ferry serve, vLLM, llama.cpp's server), measured as vLLM's benchmark_serving does: requests
+// with random token-id prompts arrive as a Poisson process (or all at once), each streams its
+// completion; TTFT, TPOT, ITL and end-to-end latency percentiles, request and token throughput
+// and the error count, as text or one JSON object.
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <semaphore>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/timer.h"
+#include "commands.h"
+#include "engine/engine_metrics.h"
+
+namespace ferry::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+struct Opts {
+  std::string url = "http://127.0.0.1:8080";
+  std::string endpoint = "/v1/completions";
+  std::string model;  // empty: the first of /v1/models
+  std::string api_key;
+  int32_t num_requests = 64;
+  std::string request_rate = "inf";
+  std::string input_len = "128", output_len = "128";
+  int32_t max_concurrency = 0;  // 0: unlimited
+  int32_t vocab_lo = 10, vocab_hi = 500;
+  uint64_t seed = 0;
+  bool json_out = false;
+};
+
+struct Range {
+  int32_t lo = 0, hi = 0;
+};
+
+StatusOr<Range> ParseLen(const std::string& s, const char* flag) {
+  Range r;
+  const size_t colon = s.find(':');
+  try {
+    r.lo = std::stoi(s.substr(0, colon));
+    r.hi = colon == std::string::npos ? r.lo : std::stoi(s.substr(colon + 1));
+  } catch (...) {
+    return InvalidArgumentError("{} '{}': expected N or MIN:MAX", flag, s);
+  }
+  if (r.lo <= 0 || r.hi < r.lo) return InvalidArgumentError("{} '{}': need 0 < MIN <= MAX", flag, s);
+  return r;
+}
+
+// One request's measurements (seconds).
+struct Sample {
+  bool ok = false;
+  std::string error;
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  double ttft = 0, e2e = 0;
+  std::vector<double> itl;  // gaps between consecutive content chunks
+};
+
+Sample RunOne(const std::string& host, int port, const Opts& o, const std::string& model,
+              const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  Sample s;
+  s.prompt_tokens = static_cast<int64_t>(prompt.size());
+  httplib::Client client(host, port);
+  client.set_read_timeout(3600);
+  client.set_connection_timeout(60);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = o.endpoint;
+  req.body = json{{"model", model},
+                  {"prompt", prompt},
+                  {"max_tokens", max_tokens},
+                  {"ignore_eos", true},
+                  {"temperature", 0},
+                  {"stream", true},
+                  {"stream_options", {{"include_usage", true}}}}
+                 .dump();
+  req.set_header("Content-Type", "application/json");
+  if (!o.api_key.empty()) req.set_header("Authorization", "Bearer " + o.api_key);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last = start;
+  bool first = true, done = false;
+  std::string buffer;
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buffer.append(data, len);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+      std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (event.rfind("data: ", 0) != 0) continue;
+      event.erase(0, 6);
+      if (event == "[DONE]") {
+        done = true;
+        continue;
+      }
+      json j = json::parse(event, nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("usage") && j["usage"].is_object())
+        s.output_tokens = j["usage"].value("completion_tokens", 0);
+      if (!j.contains("choices") || j["choices"].empty()) continue;
+      const json& c = j["choices"][0];
+      const bool has_text =
+          c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty();
+      if (!has_text) continue;
+      const Clock::time_point now = Clock::now();
+      if (first) {
+        s.ttft = std::chrono::duration<double>(now - start).count();
+        first = false;
+      } else {
+        s.itl.push_back(std::chrono::duration<double>(now - last).count());
+      }
+      last = now;
+    }
+    return true;
+  };
+  httplib::Result r = client.send(req);
+  s.e2e = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!r) {
+    s.error = "connection: " + httplib::to_string(r.error());
+  } else if (r->status != 200) {
+    s.error = "HTTP " + std::to_string(r->status);
+  } else if (!done || first) {
+    s.error = "the stream ended without [DONE] or without text";
+  } else {
+    s.ok = true;
+  }
+  return s;
+}
+
+int RunBenchServe(const Opts& o) {
+  auto in = ParseLen(o.input_len, "--input-len");
+  if (!in.ok()) return Fail(in.status());
+  auto out = ParseLen(o.output_len, "--output-len");
+  if (!out.ok()) return Fail(out.status());
+  double rate = std::numeric_limits<double>::infinity();
+  if (o.request_rate != "inf") {
+    try {
+      rate = std::stod(o.request_rate);
+    } catch (...) {
+      rate = -1;
+    }
+    if (!(rate > 0))
+      return Fail(
+          InvalidArgumentError("--request-rate '{}': expected a positive number or inf", o.request_rate));
+  }
+  std::smatch m;
+  const std::regex url_re(R"(^http://([^/:]+):(\d+)/?$)");
+  if (!std::regex_match(o.url, m, url_re))
+    return Fail(InvalidArgumentError("--url '{}': expected http://HOST:PORT", o.url));
+  const std::string host = m[1].str();
+  const int port = std::stoi(m[2].str());
+
+  std::string model = o.model;
+  if (model.empty()) {
+    httplib::Client c(host, port);
+    c.set_connection_timeout(30);
+    httplib::Headers h;
+    if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+    httplib::Result r = c.Get("/v1/models", h);
+    if (!r || r->status != 200) return Fail(IoError("{}: GET /v1/models failed; is the server up?", o.url));
+    json j = json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("data") || j["data"].empty())
+      return Fail(IoError("{}: /v1/models lists no model; pass --model", o.url));
+    model = j["data"][0].value("id", "");
+  }
+
+  // The workload: lengths uniform in the ranges, prompt ids uniform in [vocab_lo, vocab_hi),
+  // arrival gaps exponential with mean 1/rate (a Poisson process).
+  std::mt19937_64 rng(o.seed);
+  auto uniform = [&](int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); };
+  std::exponential_distribution<double> gap(std::isinf(rate) ? 1.0 : rate);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> max_tokens;
+  std::vector<double> arrivals;
+  double t = 0;
+  for (int32_t i = 0; i < o.num_requests; ++i) {
+    std::vector<int32_t> p(static_cast<size_t>(uniform(in->lo, in->hi)));
+    for (int32_t& id : p) id = uniform(o.vocab_lo, o.vocab_hi - 1);
+    prompts.push_back(std::move(p));
+    max_tokens.push_back(uniform(out->lo, out->hi));
+    arrivals.push_back(t);
+    if (!std::isinf(rate)) t += gap(rng);
+  }
+
+  std::vector<Sample> samples(static_cast<size_t>(o.num_requests));
+  std::counting_semaphore<> slots(o.max_concurrency > 0 ? o.max_concurrency : o.num_requests);
+  std::vector<std::thread> workers;
+  const Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::this_thread::sleep_until(
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
+    slots.acquire();
+    workers.emplace_back([&, i] {
+      samples[i] = RunOne(host, port, o, model, prompts[i], max_tokens[i]);
+      slots.release();
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  const double duration = std::chrono::duration<double>(Clock::now() - start).count();
+
+  int64_t completed = 0, errors = 0, in_tokens = 0, out_tokens = 0;
+  std::vector<double> ttft, tpot, itl, e2e;
+  std::string first_error;
+  for (const Sample& s : samples) {
+    if (!s.ok) {
+      ++errors;
+      if (first_error.empty()) first_error = s.error;
+      continue;
+    }
+    ++completed;
+    in_tokens += s.prompt_tokens;
+    out_tokens += s.output_tokens;
+    ttft.push_back(s.ttft * 1e3);
+    e2e.push_back(s.e2e * 1e3);
+    if (s.output_tokens > 1)
+      tpot.push_back((s.e2e - s.ttft) / static_cast<double>(s.output_tokens - 1) * 1e3);
+    for (double x : s.itl) itl.push_back(x * 1e3);
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  json j;
+  j["model"] = model;
+  j["request_rate"] = std::isinf(rate) ? json("inf") : json(rate);
+  j["max_concurrency"] = o.max_concurrency;
+  j["num_requests"] = o.num_requests;
+  j["completed"] = completed;
+  j["errors"] = errors;
+  if (!first_error.empty()) j["first_error"] = first_error;
+  j["duration_s"] = duration;
+  j["total_input_tokens"] = in_tokens;
+  j["total_output_tokens"] = out_tokens;
+  j["request_throughput"] = completed / duration;
+  j["output_throughput"] = out_tokens / duration;
+  j["total_token_throughput"] = (in_tokens + out_tokens) / duration;
+  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"ttft", &ttft},
+                         {"tpot", &tpot},
+                         {"itl", &itl},
+                         {"e2el", &e2e}}) {
+    j[fmt::format("mean_{}_ms", name)] = mean(*v);
+    for (double p : {50.0, 90.0, 99.0})
+      j[fmt::format("p{}_{}_ms", static_cast<int>(p), name)] = Percentile(*v, p);
+  }
+  if (o.json_out) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    for (const auto& [k, v] : j.items()) std::printf("%-24s %s\n", k.c_str(), v.dump().c_str());
+  }
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Runner AddBenchServeCommand(CLI::App& bench) {
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd =
+      bench.add_subcommand("serve", "online serving benchmark against a running OpenAI-compatible server");
+  cmd->add_option("--url", o->url, "server base URL, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--endpoint", o->endpoint, "completions endpoint")->capture_default_str();
+  cmd->add_option("--model", o->model, "model name (default: the first of /v1/models)");
+  cmd->add_option("--api-key", o->api_key, "bearer token for the server");
+  cmd->add_option("--num-requests", o->num_requests, "requests to send")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--request-rate", o->request_rate,
+                  "mean arrivals per second (Poisson), or inf: all at once")
+      ->capture_default_str();
+  cmd->add_option("--input-len", o->input_len, "prompt tokens: N or MIN:MAX (uniform)")
+      ->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "output tokens: N or MIN:MAX (uniform; EOS ignored)")
+      ->capture_default_str();
+  cmd->add_option("--max-concurrency", o->max_concurrency, "requests in flight at most (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-token-min", o->vocab_lo, "prompt ids are drawn from [MIN, MIN + 490)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "workload seed (lengths, prompts, arrivals)")->capture_default_str();
+  cmd->add_flag("--json", o->json_out, "print one JSON object");
+  return [o]() -> int {
+    o->vocab_hi = o->vocab_lo + 490;
+    return RunBenchServe(*o);
+  };
+}
+
+}  // namespace ferry::cli
