@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "formats/awq_import.h"
 #include "formats/hf_config.h"
 #include "formats/hf_names.h"
 #include "formats/loaded_source.h"
@@ -137,6 +138,11 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
     ref.data = storage;
     ref.nbytes = nbytes;
     tensors.push_back(std::move(ref));
+  }
+  try {  // AutoAWQ checkpoints: qweight/qzeros/scales -> Ferry int4 (awq_import.h)
+    FERRY_RETURN_IF_ERROR(ImportAwqTensors(config, dir, src.get()));
+  } catch (const std::exception& e) {
+    return InvalidArgumentError("{}: unexpected value type in quantization_config: {}", config_path, e.what());
   }
   src->mutable_metadata().SetString("ferry.source.format", "safetensors");
   return std::unique_ptr<WeightSource>(std::move(src));

@@ -43,51 +43,87 @@ std::vector<float> ScaledFakeQuant(const FloatLinear& lin, const std::vector<flo
 
 }  // namespace
 
+ModuleOutputFn MlpModuleOutput(const FloatLinear& down) {
+  return [&down](const std::vector<std::vector<float>>& outs, int64_t n_rows) {
+    std::vector<float> h(outs[0].size());  // [n_rows, ffn]
+    kernels::SiluMul(outs[0].data(), outs[1].data(), h.data(), static_cast<int64_t>(h.size()));
+    return Outputs(down.w, down.n_out, down.n_in, h.data(), n_rows);
+  };
+}
+
 ScaleSearch SearchAwqScale(const std::vector<const FloatLinear*>& lins, const float* x, int64_t n_rows,
                            const std::vector<float>& s_x_in, int64_t group, int n_grid,
-                           const std::vector<int64_t>& tie) {
+                           const std::vector<int64_t>& tie, const ModuleOutputFn& module, bool duo) {
   const int64_t n_in = lins.front()->n_in;
   std::vector<float> s_x = s_x_in;
+  // Duo scaling (AutoAWQ's default): the mean over rows of |w| / max|w| of its group.
+  std::vector<float> w_mean(static_cast<size_t>(n_in), 0.f);
+  if (duo) {
+    int64_t rows = 0;
+    for (const FloatLinear* l : lins) {
+      for (int64_t o = 0; o < l->n_out; ++o, ++rows) {
+        const float* w = l->w.data() + o * n_in;
+        for (int64_t j0 = 0; j0 < n_in; j0 += group) {
+          const int64_t len = std::min(group, n_in - j0);
+          float amax = 0.f;
+          for (int64_t j = j0; j < j0 + len; ++j) amax = std::max(amax, std::fabs(w[j]));
+          for (int64_t j = j0; j < j0 + len; ++j)
+            w_mean[static_cast<size_t>(j)] += std::fabs(w[j]) / (amax + 1e-6f);
+        }
+      }
+    }
+    for (float& v : w_mean) v /= static_cast<float>(rows);
+  }
   if (!tie.empty()) {  // average within each tie class so tied channels get one scale
     const int64_t n_cls = *std::max_element(tie.begin(), tie.end()) + 1;
     std::vector<double> sum(static_cast<size_t>(n_cls), 0.0);
     std::vector<int64_t> cnt(static_cast<size_t>(n_cls), 0);
+    std::vector<double> wsum(static_cast<size_t>(n_cls), 0.0);
     for (int64_t j = 0; j < n_in; ++j) {
       sum[static_cast<size_t>(tie[static_cast<size_t>(j)])] += s_x[static_cast<size_t>(j)];
+      wsum[static_cast<size_t>(tie[static_cast<size_t>(j)])] += w_mean[static_cast<size_t>(j)];
       ++cnt[static_cast<size_t>(tie[static_cast<size_t>(j)])];
     }
     for (int64_t j = 0; j < n_in; ++j) {
       const size_t c = static_cast<size_t>(tie[static_cast<size_t>(j)]);
       s_x[static_cast<size_t>(j)] = static_cast<float>(sum[c] / static_cast<double>(cnt[c]));
+      w_mean[static_cast<size_t>(j)] = static_cast<float>(wsum[c] / static_cast<double>(cnt[c]));
     }
   }
-  std::vector<std::vector<float>> ref;
+  // The compared outputs: each linear's, or the module's built from them.
+  auto compared = [&](const std::vector<std::vector<float>>& outs) {
+    return module ? std::vector<std::vector<float>>{module(outs, n_rows)} : outs;
+  };
+  std::vector<std::vector<float>> outs;
+  for (const FloatLinear* l : lins) outs.push_back(Outputs(l->w, l->n_out, l->n_in, x, n_rows));
+  const std::vector<std::vector<float>> ref = compared(outs);
   int64_t n_elems = 0;
-  for (const FloatLinear* l : lins) {
-    ref.push_back(Outputs(l->w, l->n_out, l->n_in, x, n_rows));
-    n_elems += l->n_out * n_rows;
-  }
+  for (const auto& r : ref) n_elems += static_cast<int64_t>(r.size());
   ScaleSearch best;
   best.err = -1;
-  for (int i = 0; i < n_grid; ++i) {
-    const double alpha = static_cast<double>(i) / n_grid;
-    std::vector<float> s(static_cast<size_t>(n_in));
+  // Candidate -1 is RTN (s = 1); then alpha = i / n_grid. Without duo, alpha = 0 is RTN again.
+  for (int i = -1; i < n_grid; ++i) {
+    const double alpha = i < 0 ? 0.0 : static_cast<double>(i) / n_grid;
+    std::vector<float> s(static_cast<size_t>(n_in), 1.f);
     float mx = 0.f, mn = 0.f;
-    for (int64_t j = 0; j < n_in; ++j) {
-      s[static_cast<size_t>(j)] = std::max(
-          1e-4f, static_cast<float>(std::pow(static_cast<double>(s_x[static_cast<size_t>(j)]), alpha)));
+    for (int64_t j = 0; i >= 0 && j < n_in; ++j) {
+      double v = std::pow(static_cast<double>(s_x[static_cast<size_t>(j)]), alpha);
+      if (duo) v /= std::pow(static_cast<double>(w_mean[static_cast<size_t>(j)]), 1.0 - alpha) + 1e-4;
+      s[static_cast<size_t>(j)] = std::max(1e-4f, static_cast<float>(v));
       mx = j == 0 ? s[0] : std::max(mx, s[static_cast<size_t>(j)]);
       mn = j == 0 ? s[0] : std::min(mn, s[static_cast<size_t>(j)]);
     }
-    const float norm = std::sqrt(mx * mn);
+    const float norm = i < 0 ? 1.f : std::sqrt(mx * mn);
     for (float& v : s) v /= norm;
-    double err = 0;
     for (size_t li = 0; li < lins.size(); ++li) {
       const FloatLinear& l = *lins[li];
-      err += SumSqDiff(Outputs(ScaledFakeQuant(l, s, group), l.n_out, l.n_in, x, n_rows), ref[li]);
+      outs[li] = Outputs(ScaledFakeQuant(l, s, group), l.n_out, l.n_in, x, n_rows);
     }
+    const std::vector<std::vector<float>> got = compared(outs);
+    double err = 0;
+    for (size_t i = 0; i < got.size(); ++i) err += SumSqDiff(got[i], ref[i]);
     err /= static_cast<double>(std::max<int64_t>(n_elems, 1));
-    if (i == 0) best.err_rtn = err;
+    if (i < 0) best.err_rtn = err;
     if (best.err < 0 || err < best.err) {
       best.err = err;
       best.alpha = alpha;
@@ -212,7 +248,10 @@ StatusOr<AwqResult> ApplyAwq(FloatModel& m, const CalibStats& stats, const AwqOp
       for (LinearKind k : kinds) lins.push_back(&L[k]);
       const std::vector<int64_t> tie =
           in == InputKind::kAttnOut ? AttnOutTie(m.config) : std::vector<int64_t>{};
-      ScaleSearch ss = SearchAwqScale(lins, st.rows.data(), st.n_rows(), st.mean_abs, o.group, o.n_grid, tie);
+      const ModuleOutputFn module =
+          in == InputKind::kFfnIn && o.mlp_objective ? MlpModuleOutput(L[LinearKind::kDown]) : nullptr;
+      ScaleSearch ss = SearchAwqScale(lins, st.rows.data(), st.n_rows(), st.mean_abs, o.group, o.n_grid, tie,
+                                      module, o.duo);
       FoldAwqScales(m, l, in, ss.s);
       r.report.push_back({l, kinds.front(), ss.alpha, ss.err, ss.err_rtn});
       if (!o.clip) continue;

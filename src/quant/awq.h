@@ -26,6 +26,12 @@ struct AwqOptions {
   int clip_grid = 20;       // clip ratio 1 - i / clip_grid ...
   float max_shrink = 0.5f;  // ... for i < max_shrink * clip_grid (1.0 down to 0.55)
   int64_t clip_rows = 512;  // calibration rows used by the clip search
+  // Compare gate/up candidates on the FFN's output (AutoAWQ inspects the MLP module) instead
+  // of on the gate/up outputs themselves.
+  bool mlp_objective = false;
+  // AutoAWQ's duo scaling: s = s_X^alpha / w_mean^(1-alpha), w_mean = mean over rows of
+  // |w| / max|w| of its group. Off: s = s_X^alpha as in the AWQ paper.
+  bool duo = false;
   std::function<void(int32_t done, int32_t total)> progress;
 };
 
@@ -37,12 +43,20 @@ struct ScaleSearch {
   double err_rtn = 0;  // output MSE of plain RTN (alpha = 0)
 };
 
+// Maps the group's linear outputs (outs[i]: [n_rows, lins[i]->n_out]) to the output the
+// search compares (AutoAWQ's "module to inspect"); null: the linear outputs themselves.
+using ModuleOutputFn =
+    std::function<std::vector<float>(const std::vector<std::vector<float>>& outs, int64_t n_rows)>;
+// The FFN as the module for gate/up: down(silu(gate) * up) with down in full precision.
+ModuleOutputFn MlpModuleOutput(const FloatLinear& down);
+
 // Searches the scales for linears sharing input rows X [n_rows, n_in]. s_x [n_in] = mean |x|.
 // `tie` (may be empty) maps each input channel to a class whose channels must share one scale
 // (GQA: o's channels reading the same v row); s_x is averaged within each class first.
 ScaleSearch SearchAwqScale(const std::vector<const FloatLinear*>& lins, const float* x, int64_t n_rows,
                            const std::vector<float>& s_x, int64_t group, int n_grid,
-                           const std::vector<int64_t>& tie = {});
+                           const std::vector<int64_t>& tie = {}, const ModuleOutputFn& module = nullptr,
+                           bool duo = false);
 
 // Per-(row, group) clip ratios [n_out, ceil(n_in/G)] for W given input rows X [n_rows, n_in].
 std::vector<float> SearchAwqClip(const FloatLinear& lin, const float* x, int64_t n_rows, int64_t group,

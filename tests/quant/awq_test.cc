@@ -51,6 +51,19 @@ TEST(Awq, PlantedSalientChannelsBeatRtn) {
     const ScaleSearch ss = SearchAwqScale({&a, &b}, x.data(), n_rows, MeanAbs(x, n_rows, n_in), group, 20);
     EXPECT_GT(ss.alpha, 0.0);
     EXPECT_LT(ss.err, 0.7 * ss.err_rtn) << "awq " << ss.err << " rtn " << ss.err_rtn;
+    // The variants (duo scaling; a module objective) never lose to RTN on their objective.
+    const ScaleSearch duo =
+        SearchAwqScale({&a, &b}, x.data(), n_rows, MeanAbs(x, n_rows, n_in), group, 20, {}, nullptr, true);
+    EXPECT_LE(duo.err, duo.err_rtn);
+    EXPECT_NEAR(duo.err_rtn, ss.err_rtn, 1e-12 * ss.err_rtn);
+    const ModuleOutputFn sum_outputs = [](const std::vector<std::vector<float>>& outs, int64_t) {
+      std::vector<float> y(outs[0].size() / 16);  // a many-to-one module: sums of 16 outputs
+      for (size_t i = 0; i < outs[0].size(); ++i) y[i / 16] += outs[0][i];
+      return y;
+    };
+    const ScaleSearch mod =
+        SearchAwqScale({&a}, x.data(), n_rows, MeanAbs(x, n_rows, n_in), group, 20, {}, sum_outputs);
+    EXPECT_LE(mod.err, mod.err_rtn);
     // The same comparison through the scaled layer the file stores: W*s on inputs X/s.
     FloatLinear as = a;
     ScaleColumns(as, ss.s);

@@ -1,9 +1,12 @@
 // `ferry quantize`: RTN / AWQ INT4 weight-only (w4a16) and naive / SmoothQuant W8A8 (w8a8)
 // GGUF files, with the recipe in metadata (docs/quantization.md).
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "commands.h"
+#include "quant/autoawq_export.h"
 #include "quant/awq.h"
 #include "quant/int4_payloads.h"
 #include "quant/int4_quant.h"
@@ -15,10 +18,12 @@ namespace ferry::cli {
 namespace {
 
 struct QuantizeOpts {
-  std::string model, tokenizer, out, scheme, method, export_kind, export_dir;
+  std::string model, tokenizer, out, scheme, method, export_kind, export_dir, preview;
+  int32_t preview_ctx = 256;
+  std::vector<std::string> export_args;  // {kind, dir}
   int64_t group = 128;
   double alpha = -1;  // smoothquant default 0.5
-  bool static_act = false, no_clip = false;
+  bool static_act = false, no_clip = false, mlp_objective = false, duo = false;
   CalibFlags calib;
   int threads = 0;
 };
@@ -41,7 +46,31 @@ Status Check(const QuantizeOpts& o) {
   return Status::Ok();
 }
 
-int Run(const QuantizeOpts& o) {
+// W8A8 perplexity emulated in f32 (int8 weights dequantized, activations rounded per token or
+// with the static scale exactly as the W8A8 contract specifies) for when the runtime lacks the
+// INT8 kernels; windows and scoring as `ferry ppl`.
+Status PreviewW8A8(const quant::FloatModel& m, const quant::PayloadMap& payloads, const QuantInputs& in,
+                   const std::string& text_path, int32_t ctx, ThreadPool& pool) {
+  if (!in.tokenizer) return InvalidArgumentError("--preview-ppl needs the model's tokenizer");
+  std::ifstream f(text_path, std::ios::binary);
+  if (!f) return IoError("cannot open text file '{}'", text_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::vector<int32_t> tokens = in.tokenizer->Encode(ss.str(), true, false);
+  const quant::FloatModel fq = quant::FakeQuantW8A8Model(m, payloads);
+  const int32_t bos = in.tokenizer->add_bos() ? in.tokenizer->bos_id() : -1;
+  FERRY_ASSIGN_OR_RETURN(quant::FloatPplResult r,
+                         quant::FloatPerplexity(fq, tokens, ctx, bos, quant::W8A8ActHook(payloads), &pool));
+  std::printf("emulated W8A8 PPL = %.4f (%lld predictions, windows of %d)\n", r.ppl,
+              static_cast<long long>(r.n_scored), ctx);
+  return Status::Ok();
+}
+
+int Run(QuantizeOpts& o) {
+  if (o.export_args.size() == 2) {
+    o.export_kind = o.export_args[0];
+    o.export_dir = o.export_args[1];
+  }
   if (Status st = Check(o); !st.ok()) return Fail(st);
   auto in = LoadForQuant(o.model, o.tokenizer);
   if (!in.ok()) return Fail(in.status());
@@ -67,6 +96,8 @@ int Run(const QuantizeOpts& o) {
       quant::AwqOptions ao;
       ao.group = o.group;
       ao.clip = !o.no_clip;
+      ao.mlp_objective = o.mlp_objective;
+      ao.duo = o.duo;
       auto r = quant::ApplyAwq(m, *stats, ao);
       if (!r.ok()) return Fail(r.status());
       for (const auto& rep : r->report)
@@ -92,6 +123,15 @@ int Run(const QuantizeOpts& o) {
   }
   if (Status st = quant::WriteQuantizedGguf(o.out, *in->source, m, payloads, recipe); !st.ok())
     return Fail(st);
+  if (!o.export_kind.empty()) {
+    auto rep = quant::ExportAutoAwq(o.export_dir, m, payloads, o.group);
+    if (!rep.ok()) return Fail(rep.status());
+    std::printf("exported %s (AutoAWQ GEMM): %d linears packed, %zu kept dense (modules_to_not_convert)\n",
+                o.export_dir.c_str(), rep->converted, rep->not_converted.size());
+  }
+  if (!o.preview.empty() && o.scheme == "w8a8") {
+    if (Status st = PreviewW8A8(m, payloads, *in, o.preview, o.preview_ctx, pool); !st.ok()) return Fail(st);
+  }
   uint64_t lin_bytes = 0, lin_params = 0;
   for (const auto& [key, p] : payloads) {
     const quant::FloatLinear& lin = m.layers[static_cast<size_t>(key.first)][key.second];
@@ -123,10 +163,16 @@ Runner AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("--calib-ctx", o->calib.ctx, "tokens per calibration window")->capture_default_str();
   cmd->add_option("--calib-rows", o->calib.rows, "sampled input rows per linear input")
       ->capture_default_str();
+  cmd->add_option("--preview-ppl", o->preview,
+                  "w8a8: also print the emulated W8A8 perplexity over this text");
+  cmd->add_option("--preview-ctx", o->preview_ctx, "window size for --preview-ppl")->capture_default_str();
   cmd->add_flag("--static-act", o->static_act, "w8a8: static per-tensor activation scales from calibration");
   cmd->add_flag("--no-clip", o->no_clip, "awq: skip the weight clipping search");
-  cmd->add_option("--export", o->export_kind, "also export: autoawq");
-  cmd->add_option("--export-dir", o->export_dir, "folder for --export");
+  cmd->add_flag("--awq-duo", o->duo, "awq: AutoAWQ's duo scaling s = s_X^a / w_mean^(1-a)");
+  cmd->add_flag("--awq-mlp-objective", o->mlp_objective,
+                "awq: score gate/up scales on the FFN output (AutoAWQ's module)");
+  cmd->add_option("--export", o->export_args, "also export: autoawq DIR (AutoAWQ GEMM safetensors folder)")
+      ->expected(2);
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)");
   cmd->add_option("-o,--output", o->out, "output GGUF")->required();
   return [o]() -> int { return Run(*o); };
