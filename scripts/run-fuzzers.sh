@@ -15,14 +15,14 @@ assets="${FERRY_ASSETS:-$root/../shared/assets}"
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz openai_request_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
 artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
-mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$seeds/tokenizer" "$corpus/gguf" "$corpus/safetensors" \
-  "$corpus/template" "$corpus/tokenizer" "$artifacts"
+mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$seeds/tokenizer" "$seeds/openai_request" "$corpus/gguf" \
+  "$corpus/safetensors" "$corpus/template" "$corpus/tokenizer" "$corpus/openai_request" "$artifacts"
 
 # Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
 # a safetensors file with metadata and two tensors.
@@ -94,7 +94,14 @@ fi
 
 # Tokenizer inputs: text with special-token markup, multi-byte UTF-8 and invalid bytes.
 printf 'Hello <s> world </s> \xc3\xa9\xe2\x96\x81 \xff\xfe 123 can'"'"'t' >"$seeds/tokenizer/mixed.txt"
-targets=(gguf safetensors template)
+# OpenAI request bodies: a completion and a chat with most fields set.
+cat >"$seeds/openai_request/completion.json" <<'JSON'
+{"model":"m","prompt":["a",[1,2,3]],"max_tokens":8,"n":2,"best_of":3,"temperature":0.7,"top_p":0.9,"top_k":5,"min_p":0.1,"seed":3,"stop":["x","yz"],"presence_penalty":0.5,"frequency_penalty":-0.5,"logprobs":2,"echo":false,"stream":false}
+JSON
+cat >"$seeds/openai_request/chat.json" <<'JSON'
+{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"yo"}],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":3,"max_completion_tokens":5,"stop":"\n"}
+JSON
+targets=(gguf safetensors template openai_request)
 # The tokenizer target loads real vocabularies; without the assets it cannot run.
 if [[ -f "$assets/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" && -f "$assets/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" ]]; then
   export FERRY_ASSETS="$assets"
