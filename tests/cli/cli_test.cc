@@ -1,6 +1,5 @@
 // End-to-end tests of the `ferry` binary: exit codes, output forms, one-line errors.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,32 +9,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run_ferry.h"
 #include "test_util.h"
 
 namespace ferry {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = testing::CliResult;
 
 Result Ferry(const std::string& args) {
-  // Not testing::TempDir(): this also runs from SetUpTestSuite, outside any test.
-  std::string err_file = std::filesystem::temp_directory_path() / ("ferry_cli_stderr_" + std::to_string(getpid()) + ".txt");
-  std::string cmd = std::string(FERRY_BINARY_DIR) + "/bin/ferry " + args + " 2>" + err_file;
-  Result r{-1, "", ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return testing::RunFerryCli(args, "cli");
 }
 
 class CliTest : public ::testing::Test {
@@ -47,7 +30,9 @@ class CliTest : public ::testing::Test {
     Result r = Ferry("make-model --preset tiny --type q8_0 -o " + *model_);
     ASSERT_EQ(r.code, 0) << r.err;
   }
-  void SetUp() override { ASSERT_TRUE(std::filesystem::exists(*model_)) << "make-model failed in SetUpTestSuite"; }
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(*model_)) << "make-model failed in SetUpTestSuite";
+  }
   static void TearDownTestSuite() { delete model_; }
   static std::string* model_;
 };
@@ -72,8 +57,10 @@ TEST_F(CliTest, RunStreamsTextAndStatsGoToStderr) {
   EXPECT_NE(a.err.find("decode"), std::string::npos);
   Result b = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 0 --ignore-eos --threads 1");
   EXPECT_EQ(a.out, b.out);  // greedy output does not depend on the thread count
-  Result c = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 1 --seed 5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos");
-  Result d = Ferry("run -m " + *model_ + " -p 'the cat' -n 12 --temp 1 --seed 5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos");
+  Result c = Ferry("run -m " + *model_ +
+                   " -p 'the cat' -n 12 --temp 1 --seed 5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos");
+  Result d = Ferry("run -m " + *model_ +
+                   " -p 'the cat' -n 12 --temp 1 --seed 5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos");
   EXPECT_EQ(c.out, d.out);
 }
 
@@ -131,7 +118,8 @@ TEST(Cli, GoldenTextFromStories260K) {
   std::string line;
   std::getline(in, line);
   auto j = nlohmann::json::parse(line);
-  Result r = Ferry("run -m " + testing::AssetPath("stories260K.gguf") + " -p 'Once upon a time' -n 200 --temp 0");
+  Result r =
+      Ferry("run -m " + testing::AssetPath("stories260K.gguf") + " -p 'Once upon a time' -n 200 --temp 0");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, j["generated_text"].get<std::string>());
 }
@@ -148,7 +136,8 @@ TEST(Cli, TokenizeWorksOnTokenizerOnlyFoldersAndFiles) {
   Result gpt2 = Ferry("tokenize -m " + testing::AssetPath("hf-tokenizers/gpt2") + " -p 'Hello world' --ids");
   ASSERT_EQ(gpt2.code, 0) << gpt2.err;
   EXPECT_EQ(gpt2.out, "[15496, 995]\n");
-  Result llama3 = Ferry("tokenize -m " + testing::AssetPath("llama3.2-bpe/encoder.json") + " -p 'hello world' --ids");
+  Result llama3 =
+      Ferry("tokenize -m " + testing::AssetPath("llama3.2-bpe/encoder.json") + " -p 'hello world' --ids");
   ASSERT_EQ(llama3.code, 0) << llama3.err;
   EXPECT_EQ(llama3.out, "[128000, 15339, 1917]\n");
 }

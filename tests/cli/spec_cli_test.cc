@@ -12,31 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "run_ferry.h"
 #include "test_util.h"
 
 namespace ferry {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using Result = testing::CliResult;
 
 Result Ferry(const std::string& args) {
-  std::string err_file =
-      std::filesystem::temp_directory_path() / ("ferry_spec_cli_stderr_" + std::to_string(getpid()) + ".txt");
-  std::string cmd = std::string(FERRY_BINARY_DIR) + "/bin/ferry " + args + " 2>" + err_file;
-  Result r{-1, "", ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return testing::RunFerryCli(args, "spec_cli");
 }
 
 TEST(SpecCli, GreedyGoldenTextIsUnchangedBySpeculation) {
