@@ -7,17 +7,9 @@
 #include "kv/kv_cache_manager.h"
 #include "model/forward_batch.h"
 #include "model/paged_kv_cache.h"
+#include "sampling/logprobs.h"
 
 namespace ferry {
-
-void LogSoftmax(const float* logits, int32_t n, float* out) {
-  float mx = -INFINITY;
-  for (int32_t i = 0; i < n; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  const double log_z = static_cast<double>(mx) + std::log(sum);
-  for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - log_z);
-}
 
 namespace {
 
@@ -25,7 +17,7 @@ struct Beam {
   kv::KvSequence kv;
   std::vector<int32_t> tokens;  // generated so far
   double cum = 0;
-  std::vector<float> logp;  // [n_vocab] next-token log-probabilities
+  std::vector<TokenLogprob> likely;  // [2W] most likely next tokens, descending (ties: lower id)
 };
 
 struct Candidate {
@@ -93,8 +85,8 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
   for (int32_t p = 0; p < P; ++p) batch.Add(prompt[static_cast<size_t>(p)], p, 0, p + 1 == P);
   logits.resize(static_cast<size_t>(n_vocab));
   FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool));
-  live[0].logp.resize(static_cast<size_t>(n_vocab));
-  LogSoftmax(logits.data(), n_vocab, live[0].logp.data());
+  const int32_t top = std::min(2 * W, n_vocab);
+  live[0].likely = ComputeLogprobs(logits.data(), n_vocab, -1, top).top;
   stats.peak_blocks = kv->BlocksInUse();
 
   auto is_end = [&](int32_t t) {
@@ -113,22 +105,12 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
     if (static_cast<int32_t>(finished.size()) > W) finished.resize(static_cast<size_t>(W));
   };
 
-  const size_t top = static_cast<size_t>(std::min(2 * W, n_vocab));
-  std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
   for (int32_t step = 0; step < o.max_tokens && !live.empty(); ++step) {
     // Top 2W candidates of each beam, then the best overall (ties: beam, then token order).
     std::vector<Candidate> cands;
-    for (size_t b = 0; b < live.size(); ++b) {
-      const std::vector<float>& lp = live[b].logp;
-      for (int32_t t = 0; t < n_vocab; ++t) idx[static_cast<size_t>(t)] = t;
-      std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(top), idx.end(),
-                        [&](int32_t x, int32_t y) {
-                          return lp[static_cast<size_t>(x)] > lp[static_cast<size_t>(y)] ||
-                                 (lp[static_cast<size_t>(x)] == lp[static_cast<size_t>(y)] && x < y);
-                        });
-      for (size_t k = 0; k < top; ++k)
-        cands.push_back({static_cast<int32_t>(b), idx[k], live[b].cum + lp[static_cast<size_t>(idx[k])]});
-    }
+    for (size_t b = 0; b < live.size(); ++b)
+      for (const TokenLogprob& t : live[b].likely)
+        cands.push_back({static_cast<int32_t>(b), t.token, live[b].cum + t.logprob});
     std::stable_sort(cands.begin(), cands.end(),
                      [](const Candidate& a, const Candidate& b) { return a.cum > b.cum; });
 
@@ -201,10 +183,9 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
     logits.resize(children.size() * static_cast<size_t>(n_vocab));
     FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool));
     ++stats.steps;
-    for (size_t i = 0; i < children.size(); ++i) {
-      children[i].logp.resize(static_cast<size_t>(n_vocab));
-      LogSoftmax(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab, children[i].logp.data());
-    }
+    for (size_t i = 0; i < children.size(); ++i)
+      children[i].likely =
+          ComputeLogprobs(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab, -1, top).top;
     live = std::move(children);
   }
   live.clear();

@@ -54,7 +54,4 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
                                                  const BeamSearchOptions& options,
                                                  BeamSearchStats* stats = nullptr);
 
-// log-softmax of logits [n] into out [n] (double accumulation, so scores are stable).
-void LogSoftmax(const float* logits, int32_t n, float* out);
-
 }  // namespace ferry

@@ -9,6 +9,7 @@
 #include "engine/generator.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "sampling/logprobs.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -42,7 +43,8 @@ class BeamSearchTest : public ::testing::Test {
     for (size_t i = 0; i < seq.size(); ++i) b.Add(seq[i], static_cast<int32_t>(i), 0, i + 1 == seq.size());
     std::vector<float> logits(static_cast<size_t>(c.n_vocab)), lp(logits.size());
     EXPECT_TRUE(lm_.model->Forward(b, *kv, logits.data(), pool_.get()).ok());
-    LogSoftmax(logits.data(), c.n_vocab, lp.data());
+    for (const TokenLogprob& t : ComputeLogprobs(logits.data(), c.n_vocab, -1, c.n_vocab).top)
+      lp[static_cast<size_t>(t.token)] = t.logprob;
     return lp;
   }
 
