@@ -49,14 +49,21 @@ void PostRoute(httplib::Server& http, const char* path, size_t max_body,
                                                  const httplib::ContentReader& reader) {
     std::string body;
     const std::string length = req.get_header_value("Content-Length");
-    bool too_big = !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > max_body;
-    const bool read = !too_big && reader([&](const char* data, size_t len) {
-      too_big = body.size() + len > max_body;
+    const bool declared_too_big = !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > max_body;
+    // Past the limit nothing is kept; up to another max_body bytes are read and dropped so that a
+    // client still writing its body receives the 413 (closing a socket with unread input makes
+    // the kernel reset the connection, and the client would see a broken pipe, not the error).
+    // Anything longer is cut off there: the body is never read whole.
+    bool too_big = declared_too_big;
+    size_t seen = 0;
+    const bool read = reader([&](const char* data, size_t len) {
+      seen += len;
+      too_big = too_big || seen > max_body;
       if (!too_big) body.append(data, len);
-      return !too_big;
+      return seen <= 2 * max_body;
     });
     if (too_big) {
-      res.set_header("Connection", "close");  // the rest of the body is never read
+      res.set_header("Connection", "close");
       return SendError({413, "The request body is larger than the server's limit of " +
                                  std::to_string(max_body) + " bytes (--max-body-bytes)."},
                        res);
@@ -128,7 +135,8 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
             [&](std::string_view body) { return service.ChatCompletions(body); });
   PostRoute(http, "/tokenize", max_body, [&](std::string_view body) { return service.Tokenize(body); });
   PostRoute(http, "/detokenize", max_body, [&](std::string_view body) { return service.Detokenize(body); });
-  http.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) { Send(service.Models(), res); });
+  http.Get("/v1/models",
+           [&](const httplib::Request&, httplib::Response& res) { Send(service.Models(), res); });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     if (Status st = engine->EngineStatus(); !st.ok())
       return SendError({503, "the engine has failed: " + st.ToString()}, res);

@@ -291,6 +291,12 @@ TEST_F(ServerTest, InvalidRequestsGetOpenAiErrors) {
     ASSERT_TRUE(chunked);
     EXPECT_EQ(chunked->status, 413) << chunked->body;
   }
+  // Far past the limit (more than twice it) the rest is never read: the client sees the 413 or,
+  // if it was still writing, a reset connection; either way the server carries on.
+  const HttpResult huge = Post(*server_, "/v1/completions", std::string(4 << 20, 'a'));
+  if (huge.status != -1) {
+    EXPECT_EQ(huge.status, 413) << huge.body;
+  }
   // The server is still fine.
   EXPECT_EQ(Get(*server_, "/health").status, 200);
 }
@@ -358,7 +364,8 @@ TEST_F(ServerTest, BenchServeReportsEveryRequest) {
 
 // best_of: the n returned choices are the candidates with the highest mean token logprob.
 TEST_F(ServerTest, BestOfReturnsTheCandidatesWithHighestMeanLogprob) {
-  const json base = {{"prompt", "once"}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 7}, {"ignore_eos", true}};
+  const json base = {
+      {"prompt", "once"}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 7}, {"ignore_eos", true}};
   json all = base;
   all["n"] = 4;
   all["logprobs"] = 0;
@@ -369,7 +376,8 @@ TEST_F(ServerTest, BestOfReturnsTheCandidatesWithHighestMeanLogprob) {
   for (const auto& c : cj["choices"]) {
     double sum = 0;
     for (const auto& lp : c["logprobs"]["token_logprobs"]) sum += lp.get<double>();
-    ranked.push_back({sum / static_cast<double>(c["logprobs"]["token_logprobs"].size()), c["text"].get<std::string>()});
+    ranked.push_back(
+        {sum / static_cast<double>(c["logprobs"]["token_logprobs"].size()), c["text"].get<std::string>()});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
   json best = base;
@@ -384,7 +392,7 @@ TEST_F(ServerTest, BestOfReturnsTheCandidatesWithHighestMeanLogprob) {
   EXPECT_EQ(j["choices"][0]["text"].get<std::string>(), ranked[0].second);
   EXPECT_EQ(j["choices"][1]["text"].get<std::string>(), ranked[1].second);
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());  // not asked for
-  EXPECT_EQ(j["usage"]["completion_tokens"], 4 * 6);  // every candidate was generated
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4 * 6);   // every candidate was generated
   json bad = best;
   bad["best_of"] = 1;
   ExpectError(Completion(bad), 400, "best_of");
@@ -400,7 +408,9 @@ TEST_F(ServerTest, SpeculativeServerMatchesPlainGreedy) {
   ASSERT_TRUE(s.Start({"-m", *model_, "--kv-cache-memory", "16M", "--spec-ngram", "2", "--spec-tokens", "3",
                        "--threads", "1"}))
       << s.Log();
-  const json body = {{"prompt", "a b c d a b c d a b c d a b"}, {"max_tokens", 24}, {"temperature", 0},
+  const json body = {{"prompt", "a b c d a b c d a b c d a b"},
+                     {"max_tokens", 24},
+                     {"temperature", 0},
                      {"ignore_eos", true}};
   HttpResult spec = Post(s, "/v1/completions", body.dump());
   HttpResult plain = Completion(body);

@@ -4,6 +4,7 @@
 // completion; TTFT, TPOT, ITL and end-to-end latency percentiles, request and token throughput
 // and the error count, as text or one JSON object.
 #include <httplib.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -140,6 +141,9 @@ Sample RunOne(const std::string& host, int port, const Opts& o, const std::strin
 }
 
 int RunBenchServe(const Opts& o) {
+  // Debian's httplib sends without MSG_NOSIGNAL: a server that closes a connection mid-request
+  // is a counted error, not the end of the benchmark.
+  signal(SIGPIPE, SIG_IGN);
   auto in = ParseLen(o.input_len, "--input-len");
   if (!in.ok()) return Fail(in.status());
   auto out = ParseLen(o.output_len, "--output-len");
