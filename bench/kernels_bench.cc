@@ -32,6 +32,25 @@ std::vector<uint8_t> MakeWeights(DType t, int64_t n_out, int64_t n_in) {
   return w;
 }
 
+// Times `matmul(x [n_tok, n_in], y [n_tok, n_out], pool)` on Gaussian activations; reports
+// weight bytes/s (weight_bytes per call) and tokens/s.
+template <typename MatMulFn>
+void TimeMatMul(benchmark::State& state, int64_t n_out, int64_t n_in, int64_t n_tok, int threads,
+                size_t weight_bytes, const MatMulFn& matmul) {
+  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    matmul(x.data(), y.data(), threads > 1 ? &pool : nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+}
+
 // args: dtype, isa, n_tok, threads[, n_out]. The default 16384 x 2048 weights exceed L3 so
 // decode streams from DRAM; a small n_out (L2-resident) measures pure compute.
 void BM_MatMul(benchmark::State& state) {
@@ -45,25 +64,18 @@ void BM_MatMul(benchmark::State& state) {
   }
   const int64_t n_out = state.range(4) ? state.range(4) : 16384, n_in = 2048;
   auto w = MakeWeights(t, n_out, n_in);
-  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
-  std::mt19937 rng(2);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (auto& v : x) v = d(rng);
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    MatMul(w.data(), t, n_out, n_in, x.data(), n_tok, y.data(), threads > 1 ? &pool : nullptr);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+  TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), [&](const float* x, float* y, ThreadPool* pool) {
+    MatMul(w.data(), t, n_out, n_in, x, n_tok, y, pool);
+  });
   state.SetLabel(std::string(DTypeName(t)) + "/" + IsaName(isa));
   ForceIsa(BestSupportedIsa());
 }
 
 void GemvArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K})
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2}) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0});
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K})
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2})
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0});
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kF16})
     b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 2, 0});
 }
@@ -71,44 +83,48 @@ BENCHMARK(BM_MatMul)->Name("Gemv")->Apply(GemvArgs)->Unit(benchmark::kMillisecon
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K})
-    for (int64_t n_tok : {8, 32}) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0});
+    for (int64_t n_tok : {8, 32})
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0});
 }
 void HotArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K})
     b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 1, 128});
 }
 BENCHMARK(BM_MatMul)->Name("GemvHot")->Apply(HotArgs)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Packed (repacked-at-load) MatMul: args dtype, n_tok, threads. Same 16384 x 2048 weights.
+// Packed (repacked-at-load) MatMul: args dtype, n_tok, threads[, n_out]. Same 16384 x 2048
+// weights by default (DRAM-bound decode); a small n_out (L2-resident) measures pure compute.
 void BM_MatMulPacked(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const int64_t n_tok = state.range(1);
   const int threads = static_cast<int>(state.range(2));
-  const int64_t n_out = 16384, n_in = 2048;
+  const int64_t n_out = state.range(3) ? state.range(3) : 16384, n_in = 2048;
   auto w = MakeWeights(t, n_out, n_in);
   std::vector<uint8_t> packed(PackedBytes(t, n_out, n_in));
   PackWeights(t, w.data(), n_out, n_in, packed.data(), nullptr);
-  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
-  std::mt19937 rng(2);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (auto& v : x) v = d(rng);
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    MatMulPacked(packed.data(), t, n_out, n_in, x.data(), n_tok, y.data(), threads > 1 ? &pool : nullptr);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(packed.size()));
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+  TimeMatMul(state, n_out, n_in, n_tok, threads, packed.size(),
+             [&](const float* x, float* y, ThreadPool* pool) {
+               MatMulPacked(packed.data(), t, n_out, n_in, x, n_tok, y, pool);
+             });
   state.SetLabel(std::string(DTypeName(t)) + "/packed");
 }
 void PackedArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
     for (int64_t n_tok : {1, 32})
-      for (int64_t th : {1, 2}) b->Args({static_cast<int64_t>(t), n_tok, th});
+      for (int64_t th : {1, 2}) b->Args({static_cast<int64_t>(t), n_tok, th, 0});
 }
 BENCHMARK(BM_MatMulPacked)->Name("Packed")->Apply(PackedArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+void PackedHotArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128}) b->Args({static_cast<int64_t>(t), 1, 1, 128});
+}
+BENCHMARK(BM_MatMulPacked)
+    ->Name("PackedHot")
+    ->Apply(PackedHotArgs)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_RmsNorm(benchmark::State& state) {
   std::vector<float> x(state.range(0), 0.5f), w(state.range(0), 1.f), y(state.range(0));
@@ -134,7 +150,8 @@ void BM_AttentionDecode(benchmark::State& state) {
   const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4;
   const int threads = static_cast<int>(state.range(1));
   const int nb = (n_ctx + bs - 1) / bs;
-  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd, 0.1f), v(k.size(), 0.2f), q(nh * hd, 0.3f), out(nh * hd);
+  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd, 0.1f), v(k.size(), 0.2f), q(nh * hd, 0.3f),
+      out(nh * hd);
   std::vector<int32_t> table(nb);
   for (int i = 0; i < nb; ++i) table[i] = nb - 1 - i;
   const int32_t pos = n_ctx - 1;
@@ -146,8 +163,12 @@ void BM_AttentionDecode(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AttentionDecode)
-    ->Args({512, 1})->Args({512, 2})->Args({4096, 1})->Args({4096, 2})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    ->Args({512, 1})
+    ->Args({512, 2})
+    ->Args({4096, 1})
+    ->Args({4096, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // W8A8 MatMul (int8 weights, per-token dynamic int8 activations): args isa, n_tok, threads;
 // 16384 x 2048 int8 weights (32 MiB, beyond L3).
@@ -162,22 +183,20 @@ void BM_MatMulW8A8(benchmark::State& state) {
   std::mt19937 rng(4);
   std::vector<int8_t> w(static_cast<size_t>(n_out * n_in));
   for (auto& b : w) b = static_cast<int8_t>(rng());
-  std::vector<float> ws(n_out, 0.01f), x(static_cast<size_t>(n_in * n_tok)), y(static_cast<size_t>(n_out * n_tok));
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (auto& v : x) v = d(rng);
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    MatMulW8A8(w.data(), ws.data(), n_out, n_in, x.data(), n_tok, 0.f, y.data(), threads > 1 ? &pool : nullptr);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
+  std::vector<float> ws(n_out, 0.01f);
+  TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), [&](const float* x, float* y, ThreadPool* pool) {
+    MatMulW8A8(w.data(), ws.data(), n_out, n_in, x, n_tok, 0.f, y, pool);
+  });
   state.SetLabel(IsaName(isa));
   ForceIsa(BestSupportedIsa());
 }
 BENCHMARK(BM_MatMulW8A8)
-    ->Args({0, 1, 1})->Args({1, 1, 1})->Args({1, 1, 2})->Args({1, 32, 2})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({0, 1, 1})
+    ->Args({1, 1, 1})
+    ->Args({1, 1, 2})
+    ->Args({1, 32, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Prefill attention: the last n_q = 64 queries of a context of arg tokens (tinyllama heads),
 // tiled online-softmax kernel (threads = range 1) vs the naive reference, which materializes
@@ -189,7 +208,8 @@ void BM_AttentionPrefill(benchmark::State& state) {
   const int nb = (n_ctx + bs - 1) / bs;
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd), v(k.size()), q(static_cast<size_t>(n_q) * nh * hd);
+  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd), v(k.size()),
+      q(static_cast<size_t>(n_q) * nh * hd);
   for (auto* vec : {&k, &v, &q})
     for (auto& x : *vec) x = d(rng);
   std::vector<float> out(q.size());
@@ -202,15 +222,21 @@ void BM_AttentionPrefill(benchmark::State& state) {
     if (naive) {
       ref::AttentionNaive(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data());
     } else {
-      Attention(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
+      Attention(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data(),
+                threads > 1 ? &pool : nullptr);
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.SetLabel(naive ? "naive" : "tiled");
 }
 BENCHMARK(BM_AttentionPrefill)
-    ->Args({4096, 0, 1})->Args({4096, 1, 1})->Args({4096, 1, 2})->Args({512, 0, 1})->Args({512, 1, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({4096, 0, 1})
+    ->Args({4096, 1, 1})
+    ->Args({4096, 1, 2})
+    ->Args({512, 0, 1})
+    ->Args({512, 1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace ferry::kernels

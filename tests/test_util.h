@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <string>
+#include <vector>
 
 namespace ferry::testing {
 
@@ -14,8 +16,12 @@ inline std::string AssetsDir() {
   if (const char* env = std::getenv("FERRY_ASSETS"); env && *env) return env;
   return std::string(FERRY_SOURCE_DIR) + "/../shared/assets";
 }
-inline std::string AssetPath(const std::string& rel) { return AssetsDir() + "/" + rel; }
-inline bool HaveAsset(const std::string& rel) { return std::filesystem::exists(AssetPath(rel)); }
+inline std::string AssetPath(const std::string& rel) {
+  return AssetsDir() + "/" + rel;
+}
+inline bool HaveAsset(const std::string& rel) {
+  return std::filesystem::exists(AssetPath(rel));
+}
 
 // A fresh temp dir per test (removed at the end of the process is not needed: tmp is tmp).
 inline std::string TempDir() {
@@ -26,13 +32,20 @@ inline std::string TempDir() {
   return p.string();
 }
 
+// [start, start + n) as token ids.
+inline std::vector<int32_t> Iota(int n, int start = 0) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
 }  // namespace ferry::testing
 
 // Skips the test with a clear message when an asset is missing.
-#define FERRY_REQUIRE_ASSET(rel)                                                              \
-  do {                                                                                        \
-    if (!::ferry::testing::HaveAsset(rel)) {                                                  \
+#define FERRY_REQUIRE_ASSET(rel)                                                                  \
+  do {                                                                                            \
+    if (!::ferry::testing::HaveAsset(rel)) {                                                      \
       GTEST_SKIP() << "asset '" << (rel) << "' not found under " << ::ferry::testing::AssetsDir() \
-                   << " (set FERRY_ASSETS to the shared assets folder)";                      \
-    }                                                                                         \
+                   << " (set FERRY_ASSETS to the shared assets folder)";                          \
+    }                                                                                             \
   } while (0)

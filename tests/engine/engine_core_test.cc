@@ -3,12 +3,13 @@
 #include "engine/engine_core.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
-#include <unistd.h>
 
 #include "engine/loaded_model.h"
+#include "engine_run.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -16,7 +17,9 @@
 namespace ferry {
 namespace {
 
-std::pair<RequestId, int32_t> K(RequestId id, int32_t branch) { return {id, branch}; }
+std::pair<RequestId, int32_t> K(RequestId id, int32_t branch) {
+  return {id, branch};
+}
 
 std::vector<RequestOutput> StepOk(EngineCore& core) {
   auto outs = core.Step();
@@ -51,52 +54,13 @@ class EngineCoreTest : public ::testing::Test {
     return c;
   }
 
-  struct Run {
-    std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;
-    std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;
-    EngineStats stats;
-    int requests_finished = 0;  // outputs with request_finished
-  };
-
-  // Adds every prompt at once (ids 0..n-1) and steps until done.
+  using Run = testing::EngineRun;
   static Run RunAll(const EngineConfig& config, const std::vector<std::vector<int32_t>>& prompts,
                     const std::vector<RequestOptions>& options) {
-    auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, config);
-    EXPECT_TRUE(core.ok()) << core.status().ToString();
-    Run run;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_TRUE((*core)->Validate(prompts[i], options[i]).ok());
-      (*core)->Add(static_cast<RequestId>(i), prompts[i], options[i], (*core)->Now());
-    }
-    for (int step = 0; step < 100000 && (*core)->HasWork(); ++step) {
-      auto outs = (*core)->Step();
-      EXPECT_TRUE(outs.ok()) << outs.status().ToString();
-      for (const RequestOutput& o : *outs) {
-        auto& t = run.tokens[{o.id, o.branch}];
-        t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
-        if (o.finished) run.metrics[{o.id, o.branch}] = o.metrics;
-        run.requests_finished += o.request_finished ? 1 : 0;
-      }
-    }
-    EXPECT_FALSE((*core)->HasWork());
-    run.stats = (*core)->Stats();
-    EXPECT_EQ((*core)->kv_manager().NumFreeBlocks(), (*core)->num_blocks());
-    return run;
+    return testing::RunEngineToCompletion(*lm_, config, prompts, options);
   }
-
-  static std::vector<int32_t> Prompt(int n, int seed) {
-    std::vector<int32_t> t = {1};
-    for (int i = 1; i < n; ++i) t.push_back(3 + (i * 37 + seed * 101 + i * i * seed) % 500);
-    return t;
-  }
-
-  static RequestOptions Greedy(int32_t max_tokens) {
-    RequestOptions o;
-    o.sampling.temperature = 0;
-    o.max_tokens = max_tokens;
-    o.ignore_eos = true;
-    return o;
-  }
+  static std::vector<int32_t> Prompt(int n, int seed) { return testing::TestPrompt(n, seed); }
+  static RequestOptions Greedy(int32_t max_tokens) { return testing::GreedyOptions(max_tokens); }
 
   // 16 mixed-length prompts (3..120 tokens) with mixed output lengths.
   void Mixed(std::vector<std::vector<int32_t>>& prompts, std::vector<RequestOptions>& opts) {
@@ -107,10 +71,12 @@ class EngineCoreTest : public ::testing::Test {
   }
 
   // Each prompt run alone (its own engine) with the same config.
-  std::vector<std::vector<int32_t>> Alone(const EngineConfig& c, const std::vector<std::vector<int32_t>>& prompts,
+  std::vector<std::vector<int32_t>> Alone(const EngineConfig& c,
+                                          const std::vector<std::vector<int32_t>>& prompts,
                                           const std::vector<RequestOptions>& opts) {
     std::vector<std::vector<int32_t>> out;
-    for (size_t i = 0; i < prompts.size(); ++i) out.push_back(RunAll(c, {prompts[i]}, {opts[i]}).tokens[K(0, 0)]);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      out.push_back(RunAll(c, {prompts[i]}, {opts[i]}).tokens[K(0, 0)]);
     return out;
   }
 

@@ -3,17 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
+
+#include "test_util.h"
 
 namespace ferry::kv {
 namespace {
 
-std::vector<int32_t> Iota(int n, int start = 0) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
+using testing::Iota;
 
 TEST(KvCacheManager, AllocatesBlocksOnDemand) {
   KvCacheManager m({8, 4, true});

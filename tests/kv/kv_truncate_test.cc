@@ -3,20 +3,16 @@
 // respects blocks shared by forks and the prefix cache (copy-on-write before the next append).
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <random>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "test_util.h"
 
 namespace ferry::kv {
 namespace {
 
-std::vector<int32_t> Iota(int n, int start = 0) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
+using testing::Iota;
 
 TEST(KvTruncate, FreesBlocksAcrossBlockBoundaries) {
   KvCacheManager m({8, 4, true});

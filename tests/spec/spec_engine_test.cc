@@ -15,6 +15,7 @@
 
 #include "chi_square.h"
 #include "engine/engine_core.h"
+#include "engine/engine_run.h"
 #include "engine/loaded_model.h"
 #include "model/kv_cache.h"
 #include "model/synthetic_model.h"
@@ -75,53 +76,19 @@ class SpecEngineTest : public ::testing::Test {
     return c;
   }
 
-  struct Run {
-    std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;
-    EngineStats stats;
-  };
-
-  // Adds every prompt at once and steps until done; checks that every block came back.
+  using Run = testing::EngineRun;
+  // Also checks that a draft model's blocks came back.
   static Run RunAll(const LoadedModel& lm, const EngineConfig& config,
                     const std::vector<std::vector<int32_t>>& prompts,
                     const std::vector<RequestOptions>& options) {
-    auto core = EngineCore::Create(*lm.model, &*lm.tokenizer, config);
-    EXPECT_TRUE(core.ok()) << core.status().ToString();
-    if (!core.ok()) return {};
-    Run run;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_TRUE((*core)->Validate(prompts[i], options[i]).ok());
-      (*core)->Add(static_cast<RequestId>(i), prompts[i], options[i], (*core)->Now());
-    }
-    for (int step = 0; step < 100000 && (*core)->HasWork(); ++step) {
-      auto outs = (*core)->Step();
-      EXPECT_TRUE(outs.ok()) << outs.status().ToString();
-      if (!outs.ok()) break;
-      for (const RequestOutput& o : *outs) {
-        auto& t = run.tokens[{o.id, o.branch}];
-        t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+    return testing::RunEngineToCompletion(lm, config, prompts, options, [](const EngineCore& core) {
+      if (auto* d = dynamic_cast<const spec::DraftModelProposer*>(core.proposer())) {
+        EXPECT_EQ(d->kv_manager().NumFreeBlocks(), d->kv_manager().num_blocks()) << "draft KV blocks leaked";
       }
-    }
-    EXPECT_FALSE((*core)->HasWork());
-    run.stats = (*core)->Stats();
-    EXPECT_EQ((*core)->kv_manager().NumFreeBlocks(), (*core)->num_blocks()) << "target KV blocks leaked";
-    if (auto* d = dynamic_cast<const spec::DraftModelProposer*>((*core)->proposer())) {
-      EXPECT_EQ(d->kv_manager().NumFreeBlocks(), d->kv_manager().num_blocks()) << "draft KV blocks leaked";
-    }
-    return run;
+    });
   }
-
-  static std::vector<int32_t> Prompt(int n, int seed) {
-    std::vector<int32_t> t = {1};
-    for (int i = 1; i < n; ++i) t.push_back(3 + (i * 37 + seed * 101 + i * i * seed) % 500);
-    return t;
-  }
-  static RequestOptions Greedy(int32_t max_tokens) {
-    RequestOptions o;
-    o.sampling.temperature = 0;
-    o.max_tokens = max_tokens;
-    o.ignore_eos = true;
-    return o;
-  }
+  static std::vector<int32_t> Prompt(int n, int seed) { return testing::TestPrompt(n, seed); }
+  static RequestOptions Greedy(int32_t max_tokens) { return testing::GreedyOptions(max_tokens); }
 
   // Greedy tokens of 10 prompts with and without speculation must be identical.
   static void ExpectGreedyIdentical(const LoadedModel& lm, const spec::SpecConfig& sc,
@@ -259,7 +226,8 @@ TEST_F(SpecEngineTest, StopStringsCutSpeculativeStepsExactlyAsPlainDecoding) {
   FERRY_REQUIRE_ASSET("stories260K.gguf");
   auto lm = LoadModel(testing::AssetPath("stories260K.gguf"));
   ASSERT_TRUE(lm.ok()) << lm.status().ToString();
-  const std::string passage = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ";
+  const std::string passage =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ";
   std::vector<int32_t> prompt = lm->tokenizer->Encode(passage + passage + "Once upon a time,", true, false);
   auto run = [&](bool speculate) {
     EngineConfig c = Config(4);

@@ -1,0 +1,71 @@
+// The engine tests' common driver: run an EngineCore over a fixed set of requests until every
+// one finishes, collecting tokens per (request, branch), and check that every KV block came back.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "engine/loaded_model.h"
+
+namespace ferry::testing {
+
+struct EngineRun {
+  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;  // per (id, branch)
+  std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;       // of finished branches
+  EngineStats stats;
+  int requests_finished = 0;  // outputs with request_finished
+};
+
+// Adds every prompt at once (ids 0..n-1) and steps until done. `check_core` (optional) sees the
+// core once it is idle, before it is destroyed (e.g. to check a draft model's blocks).
+inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig& config,
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       const std::vector<RequestOptions>& options,
+                                       const std::function<void(const EngineCore&)>& check_core = {}) {
+  auto core = EngineCore::Create(*lm.model, &*lm.tokenizer, config);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  if (!core.ok()) return {};
+  EngineRun run;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE((*core)->Validate(prompts[i], options[i]).ok());
+    (*core)->Add(static_cast<RequestId>(i), prompts[i], options[i], (*core)->Now());
+  }
+  for (int step = 0; step < 100000 && (*core)->HasWork(); ++step) {
+    auto outs = (*core)->Step();
+    EXPECT_TRUE(outs.ok()) << outs.status().ToString();
+    if (!outs.ok()) break;
+    for (const RequestOutput& o : *outs) {
+      auto& t = run.tokens[{o.id, o.branch}];
+      t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+      if (o.finished) run.metrics[{o.id, o.branch}] = o.metrics;
+      run.requests_finished += o.request_finished ? 1 : 0;
+    }
+  }
+  EXPECT_FALSE((*core)->HasWork());
+  run.stats = (*core)->Stats();
+  EXPECT_EQ((*core)->kv_manager().NumFreeBlocks(), (*core)->num_blocks()) << "KV blocks leaked";
+  if (check_core) check_core(**core);
+  return run;
+}
+
+// A deterministic prompt of n tokens (BOS first, then ids in [3, 503)) that varies with seed.
+inline std::vector<int32_t> TestPrompt(int n, int seed) {
+  std::vector<int32_t> t = {1};
+  for (int i = 1; i < n; ++i) t.push_back(3 + (i * 37 + seed * 101 + i * i * seed) % 500);
+  return t;
+}
+
+inline RequestOptions GreedyOptions(int32_t max_tokens) {
+  RequestOptions o;
+  o.sampling.temperature = 0;
+  o.max_tokens = max_tokens;
+  o.ignore_eos = true;
+  return o;
+}
+
+}  // namespace ferry::testing
