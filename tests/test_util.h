@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -23,11 +24,31 @@ inline bool HaveAsset(const std::string& rel) {
   return std::filesystem::exists(AssetPath(rel));
 }
 
-// A fresh temp dir per test (removed at the end of the process is not needed: tmp is tmp).
+// This test process's scratch folder, /tmp/ferry_test_<pid>: made on first use and removed with
+// everything in it when the process exits (ctest runs every test case as its own process, so
+// runs never see each other's files). FERRY_KEEP_TEST_FILES=1 keeps it for debugging.
+inline const std::filesystem::path& ScratchDir() {
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("ferry_test_" + std::to_string(getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      if (!std::getenv("FERRY_KEEP_TEST_FILES")) std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+// A file name in the scratch folder.
+inline std::string ScratchPath(const std::string& name) {
+  return (ScratchDir() / name).string();
+}
+
+// A fresh folder per test, inside the scratch folder.
 inline std::string TempDir() {
   auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path p = std::filesystem::temp_directory_path() /
-                            (std::string("ferry_test_") + info->test_suite_name() + "_" + info->name());
+  std::filesystem::path p = ScratchDir() / (std::string(info->test_suite_name()) + "_" + info->name());
   std::filesystem::create_directories(p);
   return p.string();
 }

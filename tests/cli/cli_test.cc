@@ -25,8 +25,7 @@ class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Per process: ctest runs each test case as its own process, possibly in parallel.
-    model_ = new std::string(std::filesystem::temp_directory_path() /
-                             ("ferry_cli_tiny_q8_0_" + std::to_string(getpid()) + ".gguf"));
+    model_ = new std::string(testing::ScratchPath("cli_tiny_q8_0.gguf"));
     Result r = Ferry("make-model --preset tiny --type q8_0 -o " + *model_);
     ASSERT_EQ(r.code, 0) << r.err;
   }

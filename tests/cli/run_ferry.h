@@ -11,6 +11,8 @@
 #include <iterator>
 #include <string>
 
+#include "test_util.h"
+
 namespace ferry::testing {
 
 struct CliResult {
@@ -19,11 +21,10 @@ struct CliResult {
   std::string err;  // stderr
 };
 
-// `tag` names the per-process stderr file. Not TempDir(): this also runs from
-// SetUpTestSuite, outside any test.
+// `tag` names the stderr file in the scratch folder (not TempDir(): this also runs from
+// SetUpTestSuite, outside any test).
 inline CliResult RunFerryCli(const std::string& args, const std::string& tag) {
-  const std::string err_file = std::filesystem::temp_directory_path() /
-                               ("ferry_" + tag + "_stderr_" + std::to_string(getpid()) + ".txt");
+  const std::string err_file = ScratchPath(tag + "_stderr.txt");
   const std::string cmd = std::string(FERRY_BINARY_DIR) + "/bin/ferry " + args + " 2>" + err_file;
   CliResult r{-1, "", ""};
   FILE* p = popen(cmd.c_str(), "r");

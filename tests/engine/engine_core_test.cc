@@ -31,8 +31,7 @@ class EngineCoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Per process: ctest runs each test case as its own process, possibly in parallel.
-    std::string path = std::filesystem::temp_directory_path().string() + "/ferry_engine_core_tiny_" +
-                       std::to_string(getpid()) + ".gguf";
+    std::string path = testing::ScratchPath("engine_core_tiny.gguf");
     auto lm = testing::MakeTinyModel(path);
     ASSERT_TRUE(lm.ok()) << lm.status().ToString();
     lm_ = new LoadedModel(std::move(*lm));

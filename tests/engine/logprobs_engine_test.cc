@@ -7,14 +7,14 @@
 #include <map>
 
 #include "engine/engine_core.h"
+#include "test_util.h"
 #include "tiny_model.h"
 
 namespace ferry {
 namespace {
 
 TEST(EngineLogprobsTest, EveryEmittedTokenCarriesItsLogprobs) {
-  const std::string path = std::filesystem::temp_directory_path().string() + "/ferry_engine_logprobs_" +
-                           std::to_string(getpid()) + ".gguf";
+  const std::string path = testing::ScratchPath("engine_logprobs.gguf");
   auto lm = testing::MakeTinyModel(path);
   ASSERT_TRUE(lm.ok()) << lm.status().ToString();
   EngineConfig config;

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 extern char** environ;
 
 namespace ferry::testing {
@@ -43,8 +45,7 @@ class ServerProcess {
     // Debian's httplib sends without MSG_NOSIGNAL: a write to a connection the server has
     // closed (an oversized body, a cut-off stream) must be an error here, not a killed test.
     signal(SIGPIPE, SIG_IGN);
-    log_ = std::filesystem::temp_directory_path() /
-           ("ferry_serve_" + std::to_string(getpid()) + "_" + std::to_string(counter_++) + ".log");
+    log_ = ScratchPath("serve_" + std::to_string(counter_++) + ".log");
     std::vector<std::string> argv = {FerryBinary(), "serve", "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> cargv;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "server_process.h"
+#include "test_util.h"
 
 namespace ferry {
 namespace {
@@ -24,8 +25,7 @@ using testing::ServerProcess;
 class ServerRobustnessTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = new std::string(std::filesystem::temp_directory_path() /
-                             ("ferry_server_robust_tiny_" + std::to_string(getpid()) + ".gguf"));
+    model_ = new std::string(testing::ScratchPath("server_robust_tiny.gguf"));
     ASSERT_EQ(testing::RunFerry("make-model --preset tiny --type q8_0 -o " + *model_), 0);
   }
   static void TearDownTestSuite() { delete model_; }

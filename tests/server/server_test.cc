@@ -22,8 +22,7 @@ using testing::ServerProcess;
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = new std::string(std::filesystem::temp_directory_path() /
-                             ("ferry_server_tiny_" + std::to_string(getpid()) + ".gguf"));
+    model_ = new std::string(testing::ScratchPath("server_tiny.gguf"));
     ASSERT_EQ(testing::RunFerry("make-model --preset tiny --type q8_0 -o " + *model_), 0);
     server_ = new ServerProcess();
     ASSERT_TRUE(server_->Start({"-m", *model_, "--kv-cache-memory", "32M", "--served-model-name", "tiny",

@@ -27,8 +27,7 @@ namespace ferry {
 namespace {
 
 std::string TempModel(const std::string& name) {
-  return std::filesystem::temp_directory_path().string() + "/ferry_spec_" + name + "_" +
-         std::to_string(getpid()) + ".gguf";
+  return testing::ScratchPath("spec_" + name + ".gguf");
 }
 
 StatusOr<LoadedModel> MakeModel(const std::string& name, uint64_t seed, float stddev) {
