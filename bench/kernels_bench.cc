@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref.h"
@@ -103,7 +104,7 @@ void BM_MatMulPacked(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(2));
   const int64_t n_out = state.range(3) ? state.range(3) : 16384, n_in = 2048;
   auto w = MakeWeights(t, n_out, n_in);
-  std::vector<uint8_t> packed(PackedBytes(t, n_out, n_in));
+  AlignedBuffer packed(PackedBytes(t, n_out, n_in));  // as the model holds it (huge pages)
   PackWeights(t, w.data(), n_out, n_in, packed.data(), nullptr);
   TimeMatMul(state, n_out, n_in, n_tok, threads, packed.size(),
              [&](const float* x, float* y, ThreadPool* pool) {
