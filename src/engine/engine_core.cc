@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/log.h"
 #include "spec/create_proposer.h"
 
 namespace ferry {
@@ -39,7 +40,11 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
                               KvPolicyName(budget->policy));
     if (sc.kv_evict_interval <= 0) sc.kv_evict_interval = sc.max_batch_tokens;
     sc.kv_budget = budget->budget;
-    prefix_caching = false;  // compaction rewrites a budgeted sequence's blocks in place
+    // Compaction rewrites a budgeted sequence's blocks in place: nothing to share or reuse.
+    if (prefix_caching)
+      Log(LogLevel::kInfo, "prefix caching is off with --kv-policy {} (budgeted blocks are compacted in place)",
+          KvPolicyName(budget->policy));
+    prefix_caching = false;
   } else {
     sc.kv_budget = 0;
   }

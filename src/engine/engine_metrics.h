@@ -48,6 +48,8 @@ struct EngineStats {
   int64_t kv_evicted_tokens = 0;
   int64_t kv_peak_blocks = 0, kv_peak_full_blocks = 0;
   int64_t peak_running = 0;
+  int64_t running_sum = 0;  // sum over steps of the sequences running (mean: / steps)
+  double MeanRunning() const { return steps ? static_cast<double>(running_sum) / steps : 0.0; }
   // Speculative decoding: verification passes (a request's step with >= 1 draft), drafts
   // verified and accepted, and wall time drafting and in target passes that verified drafts.
   int64_t spec_verifications = 0;

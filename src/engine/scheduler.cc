@@ -187,6 +187,7 @@ void Scheduler::RecordKvPeaks(const SchedulerOutput& out) {
   stats_.kv_peak_blocks = std::max<int64_t>(stats_.kv_peak_blocks, kv_.num_blocks() - kv_.NumFreeBlocks());
   stats_.kv_peak_full_blocks = std::max(stats_.kv_peak_full_blocks, full);
   stats_.peak_running = std::max<int64_t>(stats_.peak_running, RunningSeqs());
+  stats_.running_sum += RunningSeqs();
 }
 
 double Scheduler::KvWaste() const {

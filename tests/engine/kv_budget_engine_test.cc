@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "engine/beam_search.h"
 #include "engine/generator.h"
 #include "engine_core_fixture.h"
 

@@ -162,6 +162,7 @@ int RunBench(const Opts& o) {
       PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size, lm->config().n_kv_heads, lm->config().head_dim);
   j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
   j["peak_running"] = stats.peak_running;
+  j["mean_running"] = stats.MeanRunning();
   // KV budgets: evictions and KV memory saved (peak blocks held vs what full caches of the same
   // positions would have held at their peak step).
   const SparsityOptions& sp = o.model.sparsity.options;
