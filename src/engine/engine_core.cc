@@ -42,7 +42,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
     sc.kv_budget = budget->budget;
     // Compaction rewrites a budgeted sequence's blocks in place: nothing to share or reuse.
     if (prefix_caching)
-      Log(LogLevel::kInfo, "prefix caching is off with --kv-policy {} (budgeted blocks are compacted in place)",
+      Log(LogLevel::kInfo,
+          "prefix caching is off with --kv-policy {} (budgeted blocks are compacted in place)",
           KvPolicyName(budget->policy));
     prefix_caching = false;
   } else {

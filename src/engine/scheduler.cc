@@ -29,7 +29,8 @@ Status Scheduler::Validate(int32_t prompt_tokens, const RequestOptions& o) const
     return UnsupportedError(
         "n > 1 (parallel sampling) is not supported with a KV budget (--kv-policy): "
         "eviction compacts blocks in place, so branches cannot share them");
-  // A budgeted sequence holds at most its budget plus the positions up to one eviction point.
+  // A budgeted sequence holds at most its budget plus the positions up to one eviction point
+  // (MaxBudgetedBlocks).
   const int64_t slots =
       Budgeted() ? std::min<int64_t>(total, int64_t{config_.kv_budget} + config_.kv_evict_interval) : total;
   if (kv_.BlocksFor(slots) > kv_.num_blocks())
@@ -83,7 +84,17 @@ int32_t Scheduler::PassLimit(const Request& r, int32_t c) const {
   return next - c;
 }
 
+int32_t Scheduler::MaxBudgetedBlocks(const Request& r) const {
+  const int64_t total = int64_t{r.num_prompt_tokens} + r.options.max_tokens;
+  return kv_.BlocksFor(std::min<int64_t>(total, int64_t{config_.kv_budget} + config_.kv_evict_interval));
+}
+
 bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool schedule_now) {
+  if (Budgeted() && config_.kv_budget_reserve) {
+    int64_t reserved = MaxBudgetedBlocks(*r);
+    for (const Request* q : running_) reserved += MaxBudgetedBlocks(*q);
+    if (reserved > kv_.num_blocks()) return false;
+  }
   // Budgeted sequences never share blocks (compaction rewrites them in place).
   kv::PrefixHit hit = Budgeted() ? kv::PrefixHit{} : kv_.FindCachedPrefix(r->tokens);
   const int32_t start = hit.num_tokens;

@@ -38,6 +38,11 @@ struct SchedulerConfig {
   // its tokens only, never on the batch or on how the token budget split its prefill.
   int32_t kv_budget = 0;
   int32_t kv_evict_interval = 0;
+  // A budgeted sequence never holds more than budget + interval slots, so admission can
+  // reserve that bound: a budgeted request is admitted only while the running requests'
+  // bounds and its own fit the pool, and then nobody is ever preempted. false: admit on the
+  // first chunk's blocks like unbudgeted requests (preemption possible; tests use it).
+  bool kv_budget_reserve = true;
 };
 
 struct ScheduledRequest {
@@ -115,6 +120,8 @@ class Scheduler {
   // Tokens r may compute in a pass starting at position `computed`: up to its next eviction
   // point when budgeted.
   int32_t PassLimit(const Request& r, int32_t computed) const;
+  // The most blocks a budgeted request can ever hold.
+  int32_t MaxBudgetedBlocks(const Request& r) const;
   // Counts what this step's blocks hold against what caches of every position would.
   void RecordKvPeaks(const SchedulerOutput& out);
   int32_t RunningSeqs() const;  // running branches, counting unforked branches of parents

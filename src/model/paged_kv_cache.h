@@ -58,8 +58,8 @@ class PagedKvCache final : public KvCache {
   int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0, max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
   AlignedBuffer k_, v_;                        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
   std::vector<std::vector<int32_t>> tables_;   // [n_slots][blocks of that slot]
-  std::vector<int32_t> slot_shift_;           // [n_slots] cache slot - position
-  std::vector<float*> weight_sums_;           // [n_slots] H2O score accumulators or null
+  std::vector<int32_t> slot_shift_;            // [n_slots] cache slot - position
+  std::vector<float*> weight_sums_;            // [n_slots] H2O score accumulators or null
 };
 
 }  // namespace ferry

@@ -126,6 +126,7 @@ TEST_F(KvBudgetEngineTest, LongGenerationsStayWithinBudgetBlocks) {
     EngineStats s = (*core)->Stats();
     for (int i = 0; i < 4; ++i) EXPECT_EQ(emitted[i], n_gen);
     EXPECT_EQ(s.kv_evicted_tokens, expect_evicted) << KvPolicyName(policy);
+    // Admission reserved 6 blocks each: all four fit at once and nobody was preempted.
     EXPECT_EQ(s.preemptions, 0);
     EXPECT_EQ(s.peak_running, 4);
     EXPECT_LE(s.kv_peak_blocks, c.num_blocks);
@@ -135,7 +136,8 @@ TEST_F(KvBudgetEngineTest, LongGenerationsStayWithinBudgetBlocks) {
 }
 
 // Eviction points depend on positions only, so a budgeted request's output does not depend on
-// its batch, and recomputation after preemption re-runs the same passes: exact (sink).
+// its batch, and recomputation after preemption re-runs the same passes: exact (sink). With
+// admission reserving each request's bound, nothing is preempted at all.
 TEST_F(KvBudgetEngineTest, BatchInvariantAndExactUnderPreemption) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<RequestOptions> opts;
@@ -147,13 +149,20 @@ TEST_F(KvBudgetEngineTest, BatchInvariantAndExactUnderPreemption) {
   c.kv_budget = Budget(KvPolicy::kSink, 32);
   auto alone = Alone(c, prompts, opts);
   EngineConfig tiny = c;
-  tiny.num_blocks = 8;  // 3 blocks per sequence at most: few run at once, preemption
-  Run batched = RunAll(c, prompts, opts), preempted = RunAll(tiny, prompts, opts);
+  tiny.num_blocks = 8;                       // 3 blocks per sequence at most: few run at once, preemption
+  tiny.scheduler.kv_budget_reserve = false;  // admit on the first chunk, as unbudgeted engines do
+  EngineConfig reserved = tiny;
+  reserved.scheduler.kv_budget_reserve = true;  // 3 blocks reserved each: 2 run at once
+  Run batched = RunAll(c, prompts, opts), preempted = RunAll(tiny, prompts, opts),
+      no_preemption = RunAll(reserved, prompts, opts);
   EXPECT_GT(preempted.stats.preemptions, 0);
+  EXPECT_EQ(no_preemption.stats.preemptions, 0);
+  EXPECT_EQ(no_preemption.stats.peak_running, 2);
   EXPECT_GT(batched.stats.kv_evicted_tokens, 0);
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(batched.tokens[K(static_cast<RequestId>(i), 0)], alone[i]) << "prompt " << i;
     EXPECT_EQ(preempted.tokens[K(static_cast<RequestId>(i), 0)], alone[i]) << "prompt " << i;
+    EXPECT_EQ(no_preemption.tokens[K(static_cast<RequestId>(i), 0)], alone[i]) << "prompt " << i;
     EXPECT_EQ(alone[i].size(), static_cast<size_t>(opts[i].max_tokens));
   }
   // H2O: the kept set depends on summed scores, so only completeness is asserted here.

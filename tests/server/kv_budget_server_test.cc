@@ -1,6 +1,7 @@
 // `ferry serve --kv-policy sink --kv-budget 64`: a KV pool too small for a long request's full
 // cache still completes it (the budget bounds its blocks), and /metrics reports the evictions.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "server_process.h"
 #include "test_util.h"
@@ -33,6 +34,9 @@ TEST(KvBudgetServerTest, LongRequestCompletesWithinBudgetAndReportsEvictions) {
   const json j = r.Json();
   EXPECT_EQ(j["usage"]["completion_tokens"], 420);
   const int prompt_tokens = j["usage"]["prompt_tokens"].get<int>();
+  // The engine publishes its stats after delivering a step's outputs: wait for the last step's
+  // (the request's blocks back in the pool) before reading the counters.
+  for (int i = 0; i < 500 && Metric(s, "ferry:kv_cache_used_blocks") != 0; ++i) usleep(10000);
   // Every computed position past the budget was evicted once (the last token is never computed).
   EXPECT_EQ(Metric(s, "ferry:kv_evicted_tokens_total"), prompt_tokens + 420 - 1 - 64);
   EXPECT_LE(Metric(s, "ferry:kv_cache_peak_used_blocks"), 8);

@@ -158,8 +158,8 @@ int RunBench(const Opts& o) {
   j["prefix_cache_hit_rate"] = stats.PrefixHitRate();
   j["kv_waste"] = stats.KvWaste();
   j["steps"] = stats.steps;
-  const size_t block_bytes =
-      PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size, lm->config().n_kv_heads, lm->config().head_dim);
+  const size_t block_bytes = PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
+                                                      lm->config().n_kv_heads, lm->config().head_dim);
   j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
   j["peak_running"] = stats.peak_running;
   j["mean_running"] = stats.MeanRunning();
