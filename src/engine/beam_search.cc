@@ -64,6 +64,9 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
   if (o.max_tokens < 1)
     return InvalidArgumentError("max_tokens must be >= 1 for beam search, got {}", o.max_tokens);
   if (prompt.empty()) return InvalidArgumentError("the prompt is empty (no tokens)");
+  if (model.sparsity().UsesKvBudget())
+    return UnsupportedError("beam search is not supported with --kv-policy {} (a KV budget)",
+                            KvPolicyName(model.sparsity().kv_policy));
   if (o.block_size < 1) return InvalidArgumentError("block size must be positive, got {}", o.block_size);
   const int32_t P = static_cast<int32_t>(prompt.size());
   const int32_t max_len = P + o.max_tokens;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/log.h"
 #include "spec/create_proposer.h"
 
 namespace ferry {
@@ -21,10 +22,37 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
                                 config.kv_cache_bytes, config.block_size);
   if (num_blocks > (int64_t{1} << 30)) return InvalidArgumentError("too many KV blocks ({})", num_blocks);
 
+  std::optional<KvBudgetConfig> budget = config.kv_budget;
+  if (!budget) {
+    FERRY_ASSIGN_OR_RETURN(budget, KvBudgetFromOptions(model.sparsity()));
+  } else if (budget->policy == KvPolicy::kFull) {
+    budget.reset();
+  }
+  bool prefix_caching = config.prefix_caching;
+  SchedulerConfig sc = config.scheduler;
+  if (budget) {
+    FERRY_RETURN_IF_ERROR(budget->Validate());
+    if (config.spec.enabled())
+      return UnsupportedError("speculative decoding is not supported with --kv-policy {} (a KV budget)",
+                              KvPolicyName(budget->policy));
+    if (!sc.chunked_prefill)
+      return UnsupportedError("--kv-policy {} needs chunked prefill (passes stop at eviction points)",
+                              KvPolicyName(budget->policy));
+    if (sc.kv_evict_interval <= 0) sc.kv_evict_interval = sc.max_batch_tokens;
+    sc.kv_budget = budget->budget;
+    // Compaction rewrites a budgeted sequence's blocks in place: nothing to share or reuse.
+    if (prefix_caching)
+      Log(LogLevel::kInfo,
+          "prefix caching is off with --kv-policy {} (budgeted blocks are compacted in place)",
+          KvPolicyName(budget->policy));
+    prefix_caching = false;
+  } else {
+    sc.kv_budget = 0;
+  }
+
   std::unique_ptr<EngineCore> e(new EngineCore());
   e->model_ = &model;
   e->tok_ = tokenizer;
-  SchedulerConfig sc = config.scheduler;
   if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
   FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
                          PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size,
@@ -32,7 +60,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
   e->cache_ = std::make_unique<PagedKvCache>(std::move(cache));
   e->pool_ = std::make_unique<ThreadPool>(config.threads);
   e->kv_ = std::make_unique<kv::KvCacheManager>(
-      kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, config.prefix_caching});
+      kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, prefix_caching});
   std::function<bool(int32_t)> is_eog;
   if (tokenizer) is_eog = [tokenizer](int32_t id) { return tokenizer->IsEog(id); };
   EngineCore* self = e.get();
@@ -44,7 +72,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
                            spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
                                                sc.max_num_seqs, sc.max_seq_len},
                            e->pool_.get()));
-  e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get());
+  e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(), budget);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   return e;
 }

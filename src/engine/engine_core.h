@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
@@ -15,6 +16,7 @@
 #include "engine/output_processor.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
+#include "model/kv_budget_policy.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
 #include "spec/proposer.h"
@@ -31,6 +33,9 @@ struct EngineConfig {
   SchedulerConfig scheduler;          // scheduler.max_seq_len 0: the model's training context
   int32_t threads = 0;                // 0: physical cores
   spec::SpecConfig spec;              // speculative decoding (off unless a proposer is set)
+  // KV budget per sequence (docs/sparsity.md); nullopt: the model's --kv-policy/--kv-budget
+  // (Model::sparsity()). Budgeted engines run without prefix caching, forks or speculation.
+  std::optional<KvBudgetConfig> kv_budget;
 };
 
 class EngineCore {
@@ -55,6 +60,8 @@ class EngineCore {
   int32_t num_blocks() const { return kv_->num_blocks(); }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   const kv::KvCacheManager& kv_manager() const { return *kv_; }
+  // Running requests in admission order (tests check their block tables).
+  const std::vector<Request*>& running() const { return scheduler_->running(); }
   // The speculative-decoding proposer, or null when the engine does not speculate.
   const spec::Proposer* proposer() const { return proposer_.get(); }
 

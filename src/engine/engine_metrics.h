@@ -42,6 +42,14 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t finished = 0, aborted = 0;
   double kv_waste_sum = 0;             // sum over steps of unused/allocated slots
+  // KV budgets (--kv-policy): tokens evicted, the most blocks in use at any step, next to the
+  // most that caches of every computed position would have held (unshared), and the most
+  // sequences running at once.
+  int64_t kv_evicted_tokens = 0;
+  int64_t kv_peak_blocks = 0, kv_peak_full_blocks = 0;
+  int64_t peak_running = 0;
+  int64_t running_sum = 0;  // sum over steps of the sequences running (mean: / steps)
+  double MeanRunning() const { return steps ? static_cast<double>(running_sum) / steps : 0.0; }
   // Speculative decoding: verification passes (a request's step with >= 1 draft), drafts
   // verified and accepted, and wall time drafting and in target passes that verified drafts.
   int64_t spec_verifications = 0;

@@ -13,9 +13,14 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   batch_.Clear();
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
-    const Request& r = *s.req;
+    Request& r = *s.req;
     const int32_t slot = static_cast<int32_t>(i);
     cache_.SetBlockTable(slot, r.kv.blocks());
+    if (budget_) {  // the new tokens take the slots after the kept ones
+      const int32_t shift = r.kept.size() - r.num_computed;
+      r.kept.Append(r.num_computed, s.num_tokens + s.num_draft);
+      cache_.SetKeptLayout(slot, shift, budget_->policy == KvPolicy::kH2O ? r.kept.score.data() : nullptr);
+    }
     const int32_t end = r.num_computed + s.num_tokens;
     for (int32_t p = r.num_computed; p < end; ++p)
       batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p + 1 == end && s.WantsLogits());
@@ -28,6 +33,14 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   const int32_t n_vocab = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.NumLogits()) * static_cast<size_t>(n_vocab));
   FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_));
+  if (budget_)  // evict at eviction points; the scheduler returns the emptied blocks
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      const ScheduledRequest& s = out.scheduled[i];
+      if (!s.evict) continue;
+      Request& r = *s.req;
+      for (const SlotMove& m : EvictOverBudget(r.kept, r.num_computed + s.num_tokens, *budget_))
+        cache_.MoveRow(static_cast<int32_t>(i), m.from, m.to);
+    }
 
   RunnerOutput result;
   result.sampled.resize(out.scheduled.size());

@@ -3,14 +3,18 @@
 // batch against the PagedKvCache, and samples each request that reached its end with that
 // request's own Sampler. Requests with drafts get their drafts scored in the same pass and
 // verified (greedy: exactly the target's choices; sampled: speculative rejection sampling).
+// With a KV budget, a request's new tokens go after its kept ones and, at an eviction point,
+// the pass is followed by the policy's eviction and the compaction of its rows.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "engine/scheduler.h"
 #include "model/forward_batch.h"
+#include "model/kv_budget_policy.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
 #include "spec/verifier.h"
@@ -19,7 +23,9 @@ namespace ferry {
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, PagedKvCache& cache, ThreadPool* pool) : model_(model), cache_(cache), pool_(pool) {}
+  // budget: the engine's KV budget (nullopt: every sequence keeps every token).
+  ModelRunner(Model& model, PagedKvCache& cache, ThreadPool* pool, std::optional<KvBudgetConfig> budget = {})
+      : model_(model), cache_(cache), pool_(pool), budget_(budget) {}
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
@@ -32,6 +38,7 @@ class ModelRunner {
   Model& model_;
   PagedKvCache& cache_;
   ThreadPool* pool_;
+  std::optional<KvBudgetConfig> budget_;
   ForwardBatch batch_;
   std::vector<float> logits_;  // [batch_.NumLogits(), n_vocab]
   std::vector<float> row_;     // [n_vocab] pristine logits for the branches of a fork

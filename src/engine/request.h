@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "model/kv_budget_policy.h"
 #include "sampling/sampler.h"
 #include "spec/spec_state.h"
 
@@ -68,6 +69,7 @@ struct Request {
   Sampler sampler;
   std::vector<Sampler> fork_samplers;  // branches 1..n-1 until the fork at the first sample
   kv::KvSequence kv;                   // block lease: returned on preemption/finish/destruction
+  KeptTokens kept;                     // with a KV budget: the tokens its blocks hold, by slot
   RequestTimes times;
   int32_t num_cached_prompt_tokens = -1;  // prefix-cache hit at first admission
   int32_t num_preemptions = 0;

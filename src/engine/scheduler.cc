@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 #include "base/check.h"
@@ -24,10 +25,18 @@ Status Scheduler::Validate(int32_t prompt_tokens, const RequestOptions& o) const
   if (total > config_.max_seq_len)
     return OutOfRangeError("the request needs {} positions ({} prompt + {} new tokens) but the context holds {}",
                            total, prompt_tokens, o.max_tokens, config_.max_seq_len);
-  if (kv_.BlocksFor(total) > kv_.num_blocks())
+  if (Budgeted() && o.n > 1)
+    return UnsupportedError(
+        "n > 1 (parallel sampling) is not supported with a KV budget (--kv-policy): "
+        "eviction compacts blocks in place, so branches cannot share them");
+  // A budgeted sequence holds at most its budget plus the positions up to one eviction point
+  // (MaxBudgetedBlocks).
+  const int64_t slots =
+      Budgeted() ? std::min<int64_t>(total, int64_t{config_.kv_budget} + config_.kv_evict_interval) : total;
+  if (kv_.BlocksFor(slots) > kv_.num_blocks())
     return ResourceExhaustedError(
         "the request needs {} KV blocks ({} tokens) but the whole KV cache has {}; raise --kv-cache-memory",
-        kv_.BlocksFor(total), total, kv_.num_blocks());
+        kv_.BlocksFor(slots), slots, kv_.num_blocks());
   if (!config_.chunked_prefill && prompt_tokens > config_.max_batch_tokens)
     return InvalidArgumentError("the prompt has {} tokens, more than --max-batch-tokens {} without chunked prefill",
                                 prompt_tokens, config_.max_batch_tokens);
@@ -57,6 +66,7 @@ void Scheduler::Preempt(Request* r) {
   FERRY_CHECK(!running_.empty() && running_.back() == r);
   running_.pop_back();
   kv_.Free(r->kv);
+  r->kept.Clear();  // recomputation re-runs the same passes, so it keeps the same tokens
   r->spec.ClearDraft();
   r->spec.proposer.reset();  // the draft's KV too: it is recomputed with the target's
   r->num_computed = 0;  // recompute prompt + generated tokens when readmitted
@@ -66,11 +76,30 @@ void Scheduler::Preempt(Request* r) {
   waiting_.push_front(r);
 }
 
+int32_t Scheduler::PassLimit(const Request& r, int32_t c) const {
+  if (!Budgeted()) return INT32_MAX;
+  const int32_t interval = config_.kv_evict_interval;
+  const int32_t next =
+      c >= r.num_prompt_tokens ? c + 1 : std::min(r.num_prompt_tokens, (c / interval + 1) * interval);
+  return next - c;
+}
+
+int32_t Scheduler::MaxBudgetedBlocks(const Request& r) const {
+  const int64_t total = int64_t{r.num_prompt_tokens} + r.options.max_tokens;
+  return kv_.BlocksFor(std::min<int64_t>(total, int64_t{config_.kv_budget} + config_.kv_evict_interval));
+}
+
 bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool schedule_now) {
-  kv::PrefixHit hit = kv_.FindCachedPrefix(r->tokens);
+  if (Budgeted() && config_.kv_budget_reserve) {
+    int64_t reserved = MaxBudgetedBlocks(*r);
+    for (const Request* q : running_) reserved += MaxBudgetedBlocks(*q);
+    if (reserved > kv_.num_blocks()) return false;
+  }
+  // Budgeted sequences never share blocks (compaction rewrites them in place).
+  kv::PrefixHit hit = Budgeted() ? kv::PrefixHit{} : kv_.FindCachedPrefix(r->tokens);
   const int32_t start = hit.num_tokens;
   const int32_t pending = r->num_tokens() - start;
-  const int32_t n = schedule_now ? std::min(pending, budget) : 0;
+  const int32_t n = schedule_now ? std::min({pending, budget, PassLimit(*r, start)}) : 0;
   if (schedule_now && !config_.chunked_prefill && n < pending) return false;
   auto alloc = kv_.AllocateSlots(r->kv, start + n, &hit);
   if (!alloc) return false;
@@ -87,7 +116,7 @@ bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool sc
   waiting_.pop_front();
   running_.push_back(r);
   if (n > 0) {
-    out.scheduled.push_back({r, n});
+    out.scheduled.push_back({r, n, 0, Budgeted() && n == PassLimit(*r, start)});
     out.num_tokens += n;
     budget -= n;
   }
@@ -109,7 +138,8 @@ SchedulerOutput Scheduler::Schedule() {
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0 && out.scheduled.size() < max_seqs;) {
     Request* r = running_[i];
-    const int32_t n = std::min(r->num_pending(), budget);
+    const int32_t limit = PassLimit(*r, r->num_computed);
+    const int32_t n = std::min({r->num_pending(), budget, limit});
     if (!config_.chunked_prefill && n < r->num_pending()) {
       ++i;
       continue;
@@ -118,8 +148,9 @@ SchedulerOutput Scheduler::Schedule() {
     // budget and blocks allow; without room they are dropped rather than preempting anyone.
     int32_t d = n == r->num_pending() ? std::min(static_cast<int32_t>(r->spec.draft.size()), budget - n) : 0;
     std::optional<kv::SlotAllocation> alloc;
-    if (d > 0 && !(alloc = kv_.AllocateSlots(r->kv, r->num_computed + n + d))) d = 0;
-    while (!alloc && !(alloc = kv_.AllocateSlots(r->kv, r->num_computed + n))) {
+    const int32_t stored = StoredSlots(*r);
+    if (d > 0 && !(alloc = kv_.AllocateSlots(r->kv, stored + n + d))) d = 0;
+    while (!alloc && !(alloc = kv_.AllocateSlots(r->kv, stored + n))) {
       Request* victim = running_.back();  // most recently admitted
       Preempt(victim);
       preempted = true;
@@ -127,7 +158,7 @@ SchedulerOutput Scheduler::Schedule() {
     }
     if (!alloc) break;  // r itself was preempted: it was the last running request
     for (const kv::BlockCopy& c : alloc->copies) out.block_copies.push_back(c);
-    out.scheduled.push_back({r, n, d});
+    out.scheduled.push_back({r, n, d, Budgeted() && n == limit});
     out.num_tokens += n + d;
     budget -= n + d;
     ++i;
@@ -143,6 +174,7 @@ SchedulerOutput Scheduler::Schedule() {
   if (!out.empty()) {
     ++stats_.steps;
     stats_.kv_waste_sum += KvWaste();
+    RecordKvPeaks(out);
     for (const ScheduledRequest& s : out.scheduled) {
       const Request& r = *s.req;
       if (s.num_draft > 0)
@@ -154,6 +186,19 @@ SchedulerOutput Scheduler::Schedule() {
     }
   }
   return out;
+}
+
+void Scheduler::RecordKvPeaks(const SchedulerOutput& out) {
+  // Full caches would hold every position computed so far plus this step's, per sequence.
+  std::unordered_map<const Request*, int32_t> positions;
+  for (const Request* r : running_) positions[r] = r->num_computed;
+  for (const ScheduledRequest& s : out.scheduled) positions[s.req] += s.num_tokens + s.num_draft;
+  int64_t full = 0;
+  for (const auto& [r, p] : positions) full += kv_.BlocksFor(p);
+  stats_.kv_peak_blocks = std::max<int64_t>(stats_.kv_peak_blocks, kv_.num_blocks() - kv_.NumFreeBlocks());
+  stats_.kv_peak_full_blocks = std::max(stats_.kv_peak_full_blocks, full);
+  stats_.peak_running = std::max<int64_t>(stats_.peak_running, RunningSeqs());
+  stats_.running_sum += RunningSeqs();
 }
 
 double Scheduler::KvWaste() const {
@@ -236,6 +281,11 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
       continue;
     }
     r->num_computed += out.scheduled[i].num_tokens;
+    if (Budgeted() && r->kv.num_slots() > r->kept.size()) {
+      // The runner evicted and compacted: the blocks past the kept tokens go back to the pool.
+      stats_.kv_evicted_tokens += r->kv.num_slots() - r->kept.size();
+      kv_.Truncate(r->kv, r->kept.size());
+    }
     kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
     if (sampled.empty()) continue;  // a prefill chunk short of the end
     // Fork before the parent's first token: the branches share everything computed so far.

@@ -31,12 +31,25 @@ struct SchedulerConfig {
   int32_t max_seq_len = 2048;      // positions a sequence may reach
   bool chunked_prefill = true;     // split prompts over steps so decodes never wait for them
   BatchPolicy policy = BatchPolicy::kContinuous;
+  // KV budget per sequence (model/kv_budget_policy.h; 0: off). A budgeted sequence's blocks
+  // hold its kept tokens, not its positions, and it is cut back to kv_budget tokens at its
+  // eviction points: every kv_evict_interval positions of its prompt and after every token
+  // past the prompt. No pass crosses an eviction point, so what a sequence keeps depends on
+  // its tokens only, never on the batch or on how the token budget split its prefill.
+  int32_t kv_budget = 0;
+  int32_t kv_evict_interval = 0;
+  // A budgeted sequence never holds more than budget + interval slots, so admission can
+  // reserve that bound: a budgeted request is admitted only while the running requests'
+  // bounds and its own fit the pool, and then nobody is ever preempted. false: admit on the
+  // first chunk's blocks like unbudgeted requests (preemption possible; tests use it).
+  bool kv_budget_reserve = true;
 };
 
 struct ScheduledRequest {
   Request* req;
   int32_t num_tokens;  // computes tokens [req->num_computed, + num_tokens)
   int32_t num_draft = 0;  // then req->spec.draft[0, num_draft) at the following positions
+  bool evict = false;     // a budgeted request reaches an eviction point with this pass
   bool WantsLogits() const { return req->num_computed + num_tokens == req->num_tokens(); }
 };
 
@@ -101,6 +114,16 @@ class Scheduler {
 
  private:
   void Preempt(Request* r);
+  bool Budgeted() const { return config_.kv_budget > 0; }
+  // Slots r's blocks hold before its next pass: its kept tokens (budgeted) or its positions.
+  int32_t StoredSlots(const Request& r) const { return Budgeted() ? r.kept.size() : r.num_computed; }
+  // Tokens r may compute in a pass starting at position `computed`: up to its next eviction
+  // point when budgeted.
+  int32_t PassLimit(const Request& r, int32_t computed) const;
+  // The most blocks a budgeted request can ever hold.
+  int32_t MaxBudgetedBlocks(const Request& r) const;
+  // Counts what this step's blocks hold against what caches of every position would.
+  void RecordKvPeaks(const SchedulerOutput& out);
   int32_t RunningSeqs() const;  // running branches, counting unforked branches of parents
   bool Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool schedule_now);
   void AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events,

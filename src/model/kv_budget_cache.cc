@@ -9,28 +9,6 @@
 
 namespace ferry {
 
-const char* KvPolicyName(KvPolicy p) {
-  switch (p) {
-    case KvPolicy::kFull:
-      return "full";
-    case KvPolicy::kSink:
-      return "sink";
-    case KvPolicy::kH2O:
-      return "h2o";
-  }
-  return "?";
-}
-
-int32_t KvBudgetConfig::Recent() const {
-  if (recent_window >= 0) return std::min(recent_window, budget);
-  const int32_t rest = std::max(0, budget - sink_tokens);
-  return policy == KvPolicy::kH2O ? rest / 2 : rest;
-}
-
-int32_t KvBudgetConfig::Heavy() const {
-  return policy == KvPolicy::kH2O ? std::max(0, budget - sink_tokens - Recent()) : 0;
-}
-
 StatusOr<std::unique_ptr<BudgetKvCache>> BudgetKvCache::Create(int32_t n_layers, int32_t n_seqs,
                                                                int32_t max_seq_len, int32_t max_batch,
                                                                int32_t n_kv_heads, int32_t head_dim,
@@ -39,14 +17,7 @@ StatusOr<std::unique_ptr<BudgetKvCache>> BudgetKvCache::Create(int32_t n_layers,
   if (n_layers <= 0 || n_seqs <= 0 || max_seq_len <= 0 || max_batch <= 0 || n_kv_heads <= 0 ||
       head_dim <= 0 || config.block_size <= 0)
     return InvalidArgumentError("budgeted KV cache dimensions must be positive");
-  if (config.policy == KvPolicy::kFull)
-    return InvalidArgumentError("--kv-policy full keeps every token: no budget");
-  if (config.budget <= 0)
-    return InvalidArgumentError("--kv-budget must be positive with --kv-policy {}",
-                                KvPolicyName(config.policy));
-  if (config.sink_tokens < 0 || config.sink_tokens + config.Recent() > config.budget)
-    return InvalidArgumentError("--sink-tokens {} + --recent-window {} exceed --kv-budget {}",
-                                config.sink_tokens, config.Recent(), config.budget);
+  FERRY_RETURN_IF_ERROR(config.Validate());
   auto c = std::make_unique<BudgetKvCache>();
   c->config_ = config;
   c->n_layers_ = n_layers;
@@ -73,11 +44,17 @@ StatusOr<std::unique_ptr<BudgetKvCache>> BudgetKvCache::Create(int32_t n_layers,
   return c;
 }
 
-size_t BudgetKvCache::Offset(int32_t layer, int32_t seq, int32_t slot) const {
-  const Seq& s = seqs_[static_cast<size_t>(seq)];
-  FERRY_CHECK(slot >= 0 && slot < s.n_stored && layer >= 0 && layer < n_layers_);
+size_t BudgetKvCache::RowOffset(int32_t layer, const Seq& s, int32_t slot) const {
+  FERRY_CHECK(slot >= 0 && static_cast<size_t>(slot / block_size_) < s.table.size() && layer >= 0 &&
+              layer < n_layers_);
   const size_t block = static_cast<size_t>(s.table[static_cast<size_t>(slot / block_size_)]);
   return ((static_cast<size_t>(layer) * num_blocks_ + block) * block_size_ + slot % block_size_) * row_;
+}
+
+size_t BudgetKvCache::Offset(int32_t layer, int32_t seq, int32_t slot) const {
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  FERRY_CHECK(slot < s.kept.size());
+  return RowOffset(layer, s, slot);
 }
 
 float* BudgetKvCache::KeySlot(int32_t layer, int32_t seq, int32_t slot) {
@@ -122,30 +99,28 @@ Status BudgetKvCache::BeginForward(const ForwardBatch& b) {
     if (p0 == 0) {
       Reset(seq);  // a new sequence in this slot (ppl windows, bench repetitions)
     } else if (p0 < s.next_pos) {
-      if (s.n_stored != s.next_pos)
+      if (s.kept.size() != s.next_pos)
         return InvalidArgumentError(
             "sequence {} rewinds to position {} but tokens before {} were already evicted "
             "by --kv-policy {}",
             seq, p0, s.next_pos, KvPolicyName(config_.policy));
-      s.n_stored = s.next_pos = p0;  // nothing evicted yet: slots are positions, truncate
-      s.pos.resize(static_cast<size_t>(p0));
-      s.score.resize(static_cast<size_t>(p0));
+      s.next_pos = p0;  // nothing evicted yet: slots are positions, truncate
+      s.kept.pos.resize(static_cast<size_t>(p0));
+      s.kept.score.resize(static_cast<size_t>(p0));
       ResizeBlocks(s, p0);
     } else if (p0 > s.next_pos) {
       return InvalidArgumentError("sequence {} continues at position {} but its next position is {}", seq, p0,
                                   s.next_pos);
     }
-    if (len > max_batch_ || s.n_stored + len > config_.budget + max_batch_)
+    if (len > max_batch_ || s.kept.size() + len > config_.budget + max_batch_)
       return OutOfRangeError(
           "a forward pass appends {} tokens to sequence {}, more than the {} the budgeted KV cache "
           "was sized for; lower --batch",
           len, seq, max_batch_);
-    s.new_slot0 = s.n_stored;
+    s.new_slot0 = s.kept.size();
     s.new_pos0 = p0;
-    s.n_stored += len;
-    for (int32_t p = p0; p < p0 + len; ++p) s.pos.push_back(p);
-    s.score.resize(static_cast<size_t>(s.n_stored), 0.0f);
-    ResizeBlocks(s, s.n_stored);
+    s.kept.Append(p0, len);
+    ResizeBlocks(s, s.kept.size());
     i = e;
   }
   if (stats_) {
@@ -170,7 +145,7 @@ int32_t BudgetKvCache::Slot(int32_t seq, int32_t pos) const {
 
 float* BudgetKvCache::AttentionWeightSums(int32_t layer, int32_t seq) {
   if (config_.policy != KvPolicy::kH2O) return nullptr;
-  return seqs_[static_cast<size_t>(seq)].score.data();
+  return seqs_[static_cast<size_t>(seq)].kept.score.data();
 }
 
 void BudgetKvCache::EndForward(const ForwardBatch& b) {
@@ -179,58 +154,31 @@ void BudgetKvCache::EndForward(const ForwardBatch& b) {
     if (i + 1 < b.size() && b.seq_ids[static_cast<size_t>(i + 1)] == seq) continue;  // last token of the run
     Seq& s = seqs_[static_cast<size_t>(seq)];
     s.next_pos = b.positions[static_cast<size_t>(i)] + 1;
-    s.new_slot0 = s.n_stored;
+    s.new_slot0 = s.kept.size();
     s.new_pos0 = s.next_pos;
-    if (s.n_stored > config_.budget) Evict(seq);
+    if (s.kept.size() > config_.budget) Evict(seq);
   }
 }
 
-// Keeps sinks, the recent window and (H2O) the most attended of the rest; fills the holes
-// below the new size with the kept tokens above it, then frees the emptied blocks.
+// The policy picks what to keep and how to compact (model/kv_budget_policy.h); this applies
+// its row moves to every layer's K/V and frees the emptied blocks.
 void BudgetKvCache::Evict(int32_t seq) {
   Seq& s = seqs_[static_cast<size_t>(seq)];
-  const int32_t n = s.n_stored, recent_from = s.next_pos - config_.Recent();
-  std::vector<uint8_t> keep(static_cast<size_t>(n), 0);  // [n]
-  std::vector<int32_t> candidates;                       // slots neither sink nor recent
-  for (int32_t i = 0; i < n; ++i) {
-    const int32_t p = s.pos[static_cast<size_t>(i)];
-    if (p < config_.sink_tokens || p >= recent_from) {
-      keep[static_cast<size_t>(i)] = 1;
-    } else {
-      candidates.push_back(i);
-    }
-  }
-  const size_t heavy = std::min(candidates.size(), static_cast<size_t>(config_.Heavy()));
-  // Heaviest first; equal scores: the newer token.
-  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(heavy),
-                    candidates.end(), [&](int32_t a, int32_t b) {
-                      const float sa = s.score[static_cast<size_t>(a)], sb = s.score[static_cast<size_t>(b)];
-                      return sa != sb ? sa > sb
-                                      : s.pos[static_cast<size_t>(a)] > s.pos[static_cast<size_t>(b)];
-                    });
-  for (size_t c = 0; c < heavy; ++c) keep[static_cast<size_t>(candidates[c])] = 1;
-  const int32_t new_n = static_cast<int32_t>(std::count(keep.begin(), keep.end(), 1));
+  const int32_t n = s.kept.size();
   const size_t row_bytes = static_cast<size_t>(row_) * sizeof(float);
-  int32_t hole = 0, mover = n - 1;
-  while (true) {
-    while (hole < new_n && keep[static_cast<size_t>(hole)]) ++hole;
-    while (mover >= new_n && !keep[static_cast<size_t>(mover)]) --mover;
-    if (hole >= new_n || mover < new_n) break;
+  // Moves read slots >= the new size: their blocks are freed only after the copies.
+  const std::vector<SlotMove> moves = EvictOverBudget(s.kept, s.next_pos, config_);
+  const int32_t new_n = s.kept.size();
+  for (const SlotMove& m : moves)
     for (int32_t l = 0; l < n_layers_; ++l) {
-      std::memcpy(KeySlot(l, seq, hole), KeySlot(l, seq, mover), row_bytes);
-      std::memcpy(ValueSlot(l, seq, hole), ValueSlot(l, seq, mover), row_bytes);
+      std::memcpy(k_.as<float>() + RowOffset(l, s, m.to), k_.as<float>() + RowOffset(l, s, m.from),
+                  row_bytes);
+      std::memcpy(v_.as<float>() + RowOffset(l, s, m.to), v_.as<float>() + RowOffset(l, s, m.from),
+                  row_bytes);
     }
-    s.pos[static_cast<size_t>(hole)] = s.pos[static_cast<size_t>(mover)];
-    s.score[static_cast<size_t>(hole)] = s.score[static_cast<size_t>(mover)];
-    keep[static_cast<size_t>(hole)] = 1;
-    keep[static_cast<size_t>(mover)] = 0;
-  }
   evicted_ += n - new_n;
   if (stats_) stats_->kv_evicted_tokens += n - new_n;
-  s.n_stored = new_n;
   s.new_slot0 = new_n;
-  s.pos.resize(static_cast<size_t>(new_n));
-  s.score.resize(static_cast<size_t>(new_n));
   ResizeBlocks(s, new_n);
 }
 
@@ -238,21 +186,11 @@ StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs
                                                     int32_t max_batch) {
   const ModelConfig& c = model.config();
   const SparsityOptions& o = model.sparsity();
-  if (o.kv_policy != KvPolicy::kFull && o.kv_budget <= 0)
-    return InvalidArgumentError("--kv-policy {} needs --kv-budget N (tokens kept per sequence)",
-                                KvPolicyName(o.kv_policy));
-  if (o.kv_policy == KvPolicy::kFull && o.kv_budget > 0)
-    return InvalidArgumentError("--kv-budget {} needs --kv-policy sink or h2o (full keeps every token)",
-                                o.kv_budget);
-  if (o.UsesKvBudget()) {
-    KvBudgetConfig bc;
-    bc.policy = o.kv_policy;
-    bc.budget = o.kv_budget;
-    bc.sink_tokens = o.sink_tokens;
-    bc.recent_window = o.recent_window;
+  FERRY_ASSIGN_OR_RETURN(std::optional<KvBudgetConfig> budget, KvBudgetFromOptions(o));
+  if (budget) {
     FERRY_ASSIGN_OR_RETURN(auto cache,
                            BudgetKvCache::Create(c.n_layers, n_seqs, max_seq_len, max_batch, c.n_kv_heads,
-                                                 c.head_dim, bc, &model.mutable_sparsity_stats()));
+                                                 c.head_dim, *budget, &model.mutable_sparsity_stats()));
     return std::unique_ptr<KvCache>(std::move(cache));
   }
   FERRY_ASSIGN_OR_RETURN(ContiguousKvCache cache, ContiguousKvCache::Create(c.n_layers, n_seqs, max_seq_len,

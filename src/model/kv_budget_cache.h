@@ -12,23 +12,12 @@
 
 #include "base/aligned_buffer.h"
 #include "base/status.h"
+#include "model/kv_budget_policy.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/sparsity_options.h"
 
 namespace ferry {
-
-struct KvBudgetConfig {
-  KvPolicy policy = KvPolicy::kSink;
-  int32_t budget = 0;          // tokens kept per sequence after each forward pass
-  int32_t sink_tokens = 4;     // positions 0..sink_tokens-1 are never evicted
-  int32_t recent_window = -1;  // the newest tokens never evicted; < 0: see SparsityOptions
-  int32_t block_size = 64;     // a multiple of the attention kernel's 64-key tile keeps results
-                               // bit-identical to a contiguous cache while nothing is evicted
-  // The recent window and heavy-hitter count this config resolves to.
-  int32_t Recent() const;
-  int32_t Heavy() const;
-};
 
 class BudgetKvCache final : public KvCache {
  public:
@@ -59,10 +48,10 @@ class BudgetKvCache final : public KvCache {
   const std::vector<int32_t>& BlockTableOf(int32_t seq) const {
     return seqs_[static_cast<size_t>(seq)].table;
   }
-  int32_t StoredTokens(int32_t seq) const { return seqs_[static_cast<size_t>(seq)].n_stored; }
+  int32_t StoredTokens(int32_t seq) const { return seqs_[static_cast<size_t>(seq)].kept.size(); }
   // Original positions of the kept tokens, by slot.
   const std::vector<int32_t>& StoredPositions(int32_t seq) const {
-    return seqs_[static_cast<size_t>(seq)].pos;
+    return seqs_[static_cast<size_t>(seq)].kept.pos;
   }
   int64_t EvictedTokens() const { return evicted_; }
   size_t BlockBytes() const {
@@ -73,13 +62,12 @@ class BudgetKvCache final : public KvCache {
  private:
   struct Seq {
     std::vector<int32_t> table;           // [blocks] physical block ids
-    std::vector<int32_t> pos;             // [n_stored] original position of each slot
-    std::vector<float> score;             // [n_stored] accumulated attention weight (H2O)
-    int32_t n_stored = 0;                 // kept tokens, including those of the pass in flight
+    KeptTokens kept;                      // kept tokens, including those of the pass in flight
     int32_t next_pos = 0;                 // position of the next token to append
     int32_t new_slot0 = 0, new_pos0 = 0;  // the pass in flight: its first slot and position
   };
-  size_t Offset(int32_t layer, int32_t seq, int32_t slot) const;
+  size_t Offset(int32_t layer, int32_t seq, int32_t slot) const;      // a kept slot
+  size_t RowOffset(int32_t layer, const Seq& s, int32_t slot) const;  // any slot of s's blocks
   void Reset(int32_t seq);
   void ResizeBlocks(Seq& s, int32_t n_tokens);
   void Evict(int32_t seq);

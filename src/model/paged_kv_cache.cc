@@ -32,6 +32,8 @@ StatusOr<PagedKvCache> PagedKvCache::Create(int32_t n_layers, int32_t num_blocks
                                   bytes >> 20);
   }
   c.tables_.resize(static_cast<size_t>(n_slots));
+  c.slot_shift_.assign(static_cast<size_t>(n_slots), 0);
+  c.weight_sums_.assign(static_cast<size_t>(n_slots), nullptr);
   return c;
 }
 
@@ -58,6 +60,22 @@ void PagedKvCache::SetBlockTable(int32_t slot, std::span<const int32_t> blocks) 
   FERRY_CHECK(slot >= 0 && static_cast<size_t>(slot) < tables_.size());
   for (int32_t b : blocks) FERRY_CHECK(b >= 0 && b < num_blocks_);
   tables_[static_cast<size_t>(slot)].assign(blocks.begin(), blocks.end());
+  slot_shift_[static_cast<size_t>(slot)] = 0;
+  weight_sums_[static_cast<size_t>(slot)] = nullptr;
+}
+
+void PagedKvCache::SetKeptLayout(int32_t slot, int32_t shift, float* weight_sums) {
+  FERRY_CHECK(slot >= 0 && static_cast<size_t>(slot) < tables_.size() && shift <= 0);
+  slot_shift_[static_cast<size_t>(slot)] = shift;
+  weight_sums_[static_cast<size_t>(slot)] = weight_sums;
+}
+
+void PagedKvCache::MoveRow(int32_t slot, int32_t from, int32_t to) {
+  const size_t row_bytes = static_cast<size_t>(row_) * sizeof(float);
+  for (int32_t l = 0; l < n_layers_; ++l) {
+    std::memcpy(k_.as<float>() + Offset(l, slot, to), k_.as<float>() + Offset(l, slot, from), row_bytes);
+    std::memcpy(v_.as<float>() + Offset(l, slot, to), v_.as<float>() + Offset(l, slot, from), row_bytes);
+  }
 }
 
 void PagedKvCache::CopyBlock(int32_t src, int32_t dst) {

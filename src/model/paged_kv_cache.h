@@ -27,10 +27,24 @@ class PagedKvCache final : public KvCache {
   float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
   float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
   kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
+  int32_t Slot(int32_t seq, int32_t pos) const override {
+    return pos + slot_shift_[static_cast<size_t>(seq)];
+  }
+  float* AttentionWeightSums(int32_t layer, int32_t seq) override {
+    return weight_sums_[static_cast<size_t>(seq)];
+  }
 
   // Batch slot `slot` reads/writes through `blocks` (logical block i -> physical block) until
   // the next call. Positions beyond blocks.size() * block_size are invalid for it.
   void SetBlockTable(int32_t slot, std::span<const int32_t> blocks);
+  // A budgeted sequence (model/kv_budget_policy.h) keeps its tokens densely: token `pos` of
+  // batch slot `slot` is stored in cache slot pos + shift (shift <= 0), and H2O adds the
+  // attention weight each stored key receives into weight_sums ([stored slots], null: none).
+  // Reset to (0, null) by SetBlockTable.
+  void SetKeptLayout(int32_t slot, int32_t shift, float* weight_sums);
+  // Copies the K/V rows of cache slot `from` to `to` through batch slot `slot`'s table, in every
+  // layer (compaction after an eviction).
+  void MoveRow(int32_t slot, int32_t from, int32_t to);
   // Copies block src to dst in every layer (copy-on-write).
   void CopyBlock(int32_t src, int32_t dst);
 
@@ -44,6 +58,8 @@ class PagedKvCache final : public KvCache {
   int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0, max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
   AlignedBuffer k_, v_;                        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
   std::vector<std::vector<int32_t>> tables_;   // [n_slots][blocks of that slot]
+  std::vector<int32_t> slot_shift_;            // [n_slots] cache slot - position
+  std::vector<float*> weight_sums_;            // [n_slots] H2O score accumulators or null
 };
 
 }  // namespace ferry

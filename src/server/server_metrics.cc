@@ -93,6 +93,14 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   counter("prefix_cache_hits_total", static_cast<double>(s.prefix_hit_tokens),
           "Prompt tokens found in the prefix cache.");
   counter("num_preemptions_total", static_cast<double>(s.preemptions), "Cumulative number of preemptions.");
+  // KV budgets (--kv-policy sink|h2o): evictions and the peak blocks held, next to the peak
+  // that full caches of the same positions would have held.
+  counter("kv_evicted_tokens_total", static_cast<double>(s.kv_evicted_tokens),
+          "Tokens evicted from KV caches by the KV budget policy.");
+  gauge("kv_cache_peak_used_blocks", static_cast<double>(s.kv_peak_blocks),
+        "Most KV-cache blocks in use at any step.");
+  gauge("kv_cache_peak_full_blocks", static_cast<double>(s.kv_peak_full_blocks),
+        "Most KV-cache blocks full (unbudgeted, unshared) caches would have held at any step.");
   counter("prompt_tokens_total", static_cast<double>(s.prompt_tokens), "Number of prefill tokens processed.");
   counter("generation_tokens_total", static_cast<double>(s.output_tokens),
           "Number of generation tokens processed.");

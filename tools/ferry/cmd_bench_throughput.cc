@@ -1,7 +1,8 @@
 // `ferry bench throughput`: offline serving throughput. Submits a synthetic workload (lengths
 // drawn uniformly from ranges with a seed, optionally a shared prompt prefix) to the engine
 // all at once and reports token throughput, latency percentiles, preemptions, prefix-cache
-// hit rate and KV waste, as text or one JSON object.
+// hit rate and KV waste (with --kv-policy: evictions and KV memory saved), as text or one JSON
+// object.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -157,9 +158,25 @@ int RunBench(const Opts& o) {
   j["prefix_cache_hit_rate"] = stats.PrefixHitRate();
   j["kv_waste"] = stats.KvWaste();
   j["steps"] = stats.steps;
-  j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
-                                                                             lm->config().n_kv_heads,
-                                                                             lm->config().head_dim));
+  const size_t block_bytes = PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
+                                                      lm->config().n_kv_heads, lm->config().head_dim);
+  j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
+  j["peak_running"] = stats.peak_running;
+  j["mean_running"] = stats.MeanRunning();
+  // KV budgets: evictions and KV memory saved (peak blocks held vs what full caches of the same
+  // positions would have held at their peak step).
+  const SparsityOptions& sp = o.model.sparsity.options;
+  j["kv_policy"] = KvPolicyName(sp.kv_policy);
+  j["kv_budget"] = sp.kv_budget;
+  j["kv_evicted_tokens"] = stats.kv_evicted_tokens;
+  j["kv_peak_blocks"] = stats.kv_peak_blocks;
+  j["kv_peak_full_blocks"] = stats.kv_peak_full_blocks;
+  j["kv_peak_bytes"] = stats.kv_peak_blocks * static_cast<int64_t>(block_bytes);
+  j["kv_full_bytes"] = stats.kv_peak_full_blocks * static_cast<int64_t>(block_bytes);
+  j["kv_saved_fraction"] =
+      stats.kv_peak_full_blocks > 0
+          ? 1.0 - static_cast<double>(stats.kv_peak_blocks) / static_cast<double>(stats.kv_peak_full_blocks)
+          : 0.0;
   j["block_size"] = o.block_size;
   j["max_batch_tokens"] = o.max_batch_tokens;
   j["max_num_seqs"] = o.max_num_seqs;

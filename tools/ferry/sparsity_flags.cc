@@ -5,6 +5,7 @@
 #include <map>
 
 #include "commands.h"
+#include "model/kv_budget_policy.h"
 
 namespace ferry::cli {
 
@@ -36,12 +37,10 @@ void SparsityFlags::Add(CLI::App* cmd) {
 }
 
 Status SparsityFlags::CheckSupportedByEngine() const {
-  if (options.UsesKvBudget())
-    return UnsupportedError(
-        "--kv-policy {} is not supported by the batching engine yet (its scheduler allocates KV "
-        "by position); use it with ferry run, ppl or bench",
-        KvPolicyName(options.kv_policy));
-  return Status::Ok();
+  // The engine runs KV budgets (docs/sparsity.md, "KV budgets in the serving engine"); flags
+  // that do not fit together fail here, before the model loads. The engine itself refuses
+  // speculative decoding and n > 1 with a budget.
+  return KvBudgetFromOptions(options).status();
 }
 
 std::string SparsityReport(const Model& model) {
