@@ -60,33 +60,18 @@ StatusOr<std::vector<std::vector<float>>> LoadHeadImportance(const std::string& 
 
 std::vector<std::vector<int32_t>> SelectKeptHeads(const std::vector<std::vector<float>>& importance,
                                                   double fraction) {
-  struct Head {
-    float imp;
-    int32_t l, h;
-  };
-  std::vector<Head> all;
-  for (size_t l = 0; l < importance.size(); ++l)
-    for (size_t h = 0; h < importance[l].size(); ++h)
-      all.push_back({importance[l][h], static_cast<int32_t>(l), static_cast<int32_t>(h)});
-  std::stable_sort(all.begin(), all.end(), [](const Head& a, const Head& b) { return a.imp < b.imp; });
-  std::vector<std::vector<bool>> drop(importance.size());
-  std::vector<int32_t> left(importance.size());
-  for (size_t l = 0; l < importance.size(); ++l) {
-    drop[l].assign(importance[l].size(), false);
-    left[l] = static_cast<int32_t>(importance[l].size());
-  }
-  int64_t to_drop = std::llround(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(all.size()));
-  for (const Head& h : all) {
-    if (to_drop == 0) break;
-    if (left[static_cast<size_t>(h.l)] <= 1) continue;  // a layer keeps its most important head
-    drop[static_cast<size_t>(h.l)][static_cast<size_t>(h.h)] = true;
-    --left[static_cast<size_t>(h.l)];
-    --to_drop;
-  }
   std::vector<std::vector<int32_t>> kept(importance.size());
-  for (size_t l = 0; l < importance.size(); ++l)
-    for (size_t h = 0; h < importance[l].size(); ++h)
-      if (!drop[l][h]) kept[l].push_back(static_cast<int32_t>(h));
+  for (size_t l = 0; l < importance.size(); ++l) {
+    const std::vector<float>& imp = importance[l];
+    const int64_t n = static_cast<int64_t>(imp.size());
+    const int64_t drop = std::min<int64_t>(
+        std::max<int64_t>(n - 1, 0), std::llround(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(n)));
+    std::vector<int32_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return imp[a] < imp[b]; });
+    kept[l].assign(order.begin() + drop, order.end());
+    std::sort(kept[l].begin(), kept[l].end());
+  }
   return kept;
 }
 

@@ -33,9 +33,9 @@ struct AttentionWeightsRef {
 StatusOr<std::vector<std::vector<float>>> LoadHeadImportance(const std::string& path, int32_t n_layers,
                                                              int32_t n_heads);
 
-// The heads each layer keeps when the round(fraction * all heads) least important ones are
-// dropped, ranked over all layers (ties: lower layer, then lower head, dropped first); every
-// layer keeps at least its most important head. kept[l] is sorted.
+// The heads each layer keeps when its round(fraction * n_heads) least important ones are
+// dropped (per layer: importance compares heads within a layer, not across; ties: lower head
+// dropped first); every layer keeps at least its most important head. kept[l] is sorted.
 std::vector<std::vector<int32_t>> SelectKeptHeads(const std::vector<std::vector<float>>& importance,
                                                   double fraction);
 

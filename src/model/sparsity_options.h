@@ -31,8 +31,8 @@ struct SparsityOptions {
   int32_t recent_window = -1;
 
   // ---- Attention sparsity (model/attention_sparsity.h, docs/sparsity.md) ----
-  // Head pruning: the least important prune_heads fraction of all heads (ranked over all layers
-  // by head_importance, a `ferry calibrate` STATS file) is dropped: no Q rows, attention or W_o
+  // Head pruning: the least important prune_heads fraction of each layer's heads (ranked by
+  // head_importance, a `ferry calibrate` STATS file) is dropped: no Q rows, attention or W_o
   // columns for them; a KV head goes when all its query heads do. 0: off.
   double prune_heads = 0;
   std::string head_importance;

@@ -124,12 +124,15 @@ std::vector<int32_t> Prompt(int n) {
   return t;
 }
 
-TEST(HeadPruning, SelectsGloballyAndKeepsOneHeadPerLayer) {
+TEST(HeadPruning, SelectsPerLayerAndKeepsOneHeadPerLayer) {
   const std::vector<std::vector<float>> imp = {{5, 1, 3, 4}, {0.5f, 2, 6, 7}};
   EXPECT_EQ(SelectKeptHeads(imp, 0.25), (std::vector<std::vector<int32_t>>{{0, 2, 3}, {1, 2, 3}}));
   EXPECT_EQ(SelectKeptHeads(imp, 0.0), (std::vector<std::vector<int32_t>>{{0, 1, 2, 3}, {0, 1, 2, 3}}));
-  // 7 of 8 asked for; each layer keeps its most important head, so 6 go.
+  // 3.5 of 4 rounds to 4; each layer keeps its most important head.
   EXPECT_EQ(SelectKeptHeads(imp, 0.875), (std::vector<std::vector<int32_t>>{{0}, {3}}));
+  // Per layer, not global: layer 1's heads all outrank layer 0's, yet each layer loses one.
+  EXPECT_EQ(SelectKeptHeads({{1, 2, 3, 4}, {8, 7, 6, 5}}, 0.25),
+            (std::vector<std::vector<int32_t>>{{1, 2, 3}, {0, 1, 2}}));
 }
 
 // Pruning equals the same model with those heads' W_o columns zeroed (llama and qwen2 with
@@ -137,14 +140,14 @@ TEST(HeadPruning, SelectsGloballyAndKeepsOneHeadPerLayer) {
 TEST(HeadPruning, EqualsZeroedHeadsReferenceAndCountsWork) {
   const std::string dir = testing::TempDir();
   ThreadPool pool(2);
-  // Layer 0 drops heads 0 and 1 (all of KV head 0), layer 1 drops head 3: 3 of 8 heads.
+  // Half of each layer: layer 0 drops heads 0 and 1 (all of KV head 0), layer 1 heads 3 and 0.
   const std::string imp = WriteImportance(dir, {{0.1f, 0.2f, 5, 6}, {7, 8, 9, 0.3f}});
   for (const char* preset : {"tiny", "tiny-qwen2"}) {
     SCOPED_TRACE(preset);
     const std::string path = WriteTiny(dir, preset, DType::kF32);
-    const std::string ref_path = WriteZeroedHeads(path, {{0, 1}, {3}});
+    const std::string ref_path = WriteZeroedHeads(path, {{0, 1}, {0, 3}});
     SparsityOptions sp;
-    sp.prune_heads = 3.0 / 8;
+    sp.prune_heads = 0.5;
     sp.head_importance = imp;
     Loaded pruned = Load(path, sp), ref = Load(ref_path);
     const std::vector<int32_t> toks = Prompt(40);
@@ -161,7 +164,7 @@ TEST(HeadPruning, EqualsZeroedHeadsReferenceAndCountsWork) {
     EXPECT_GT(diff, 1e-3);
 
     const SparsityStats& s = pruned.model->sparsity_stats();
-    EXPECT_EQ(s.heads_pruned, 3);
+    EXPECT_EQ(s.heads_pruned, 4);
     EXPECT_EQ(s.kv_heads_pruned, 1);
     // Passes: one of 32 tokens, then 8 of one. Keys attended summed over queries.
     const int64_t passes = 9, n_tok = 40, sum_keys = 40 * 41 / 2;
@@ -170,11 +173,11 @@ TEST(HeadPruning, EqualsZeroedHeadsReferenceAndCountsWork) {
       return n_tok * 2 * dim * hd * (2 * heads + 2 * kv) + sum_keys * heads * 4 * hd;
     };
     EXPECT_EQ(s.prune_flops, 2 * flops(4, 2));
-    EXPECT_EQ(s.prune_flops_skipped, (flops(4, 2) - flops(2, 1)) + (flops(4, 2) - flops(3, 2)));
+    EXPECT_EQ(s.prune_flops_skipped, (flops(4, 2) - flops(2, 1)) + (flops(4, 2) - flops(2, 2)));
     const int64_t layer_bytes = (64 + 32 + 32 + 64) * 64 * 4;  // q, k, v rows and W_o, f32
     EXPECT_EQ(s.prune_weight_bytes, passes * 2 * layer_bytes);
-    // Layer 0: 32 q rows, 16 k and 16 v rows, 32 W_o columns; layer 1: 16 q rows, 16 columns.
-    EXPECT_EQ(s.prune_weight_bytes_skipped, passes * ((32 + 16 + 16) * 64 + 64 * 32 + 16 * 64 + 64 * 16) * 4);
+    // Layer 0: 32 q rows, 16 k and 16 v rows, 32 W_o columns; layer 1: 32 q rows, 32 columns.
+    EXPECT_EQ(s.prune_weight_bytes_skipped, passes * ((32 + 16 + 16) * 64 + 64 * 32 + 32 * 64 + 64 * 32) * 4);
   }
 }
 

@@ -12,7 +12,7 @@ namespace {
 // Attention sparsity (item 4: head pruning, value-fetch skipping, progressive precision).
 void AddAttentionFlags(CLI::App* cmd, SparsityOptions& o) {
   cmd->add_option("--prune-heads", o.prune_heads,
-                  "drop this fraction of attention heads, least important first (needs --head-importance)")
+                  "drop this fraction of each layer's attention heads, least important first (needs --head-importance)")
       ->check(CLI::Range(0.0, 0.999))
       ->group("Sparsity");
   cmd->add_option("--head-importance", o.head_importance,
