@@ -137,6 +137,11 @@ struct KvBlocks {
   const float* v_cache;
   const int32_t* block_table;
   int32_t block_size;
+  // Optional INT8 copy of K (progressive attention), same block table; null when absent:
+  //   k_i8: [num_blocks, block_size, n_kv_heads, head_dim], k_i8_scale: [num_blocks, block_size,
+  //   n_kv_heads]; key row = k_i8 * scale, quantized by QuantizeActInt8 (dynamic scale).
+  const int8_t* k_i8 = nullptr;
+  const float* k_i8_scale = nullptr;
 };
 
 // Causal attention of n_q query tokens of one sequence against its cached keys:
@@ -152,5 +157,39 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
 // j <= q_pos[t]. acc: [max q_pos + 1]. A second pass over K: it never changes Attention's output.
 void AccumulateAttentionWeights(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
                                 int head_dim, float scale, const KvBlocks& kv, float* acc);
+
+// ---- Sparse attention (attention_sparse.cc; docs/sparsity.md) ---------------------------
+struct AttentionSparsity {
+  // Value-fetch skipping: the V row of key j is not read when every head of its KV group gives
+  // j a softmax weight < skip_threshold (then all those weights are dropped; the softmax sum
+  // keeps them). 0: every row is read.
+  float skip_threshold = 0.f;
+  // Progressive precision: scores first from kv.k_i8 with q quantized per head to INT8; a key's
+  // f32 row is read and its scores recomputed when, for some head of its group, the INT8 score
+  // is >= that head's max INT8 score - progressive_margin. Needs kv.k_i8.
+  bool progressive = false;
+  float progressive_margin = 4.f;
+  // Pruned heads: head_kv[h] is the KV head query head h reads (non-decreasing: heads of a
+  // group adjacent). null: h / (n_heads / n_kv_heads).
+  const int32_t* head_kv = nullptr;
+};
+// Work counted by AttentionSparse (added to, never reset). Rows are per (query, KV head, key).
+struct AttentionSparseCounts {
+  int64_t v_rows = 0, v_rows_skipped = 0;  // V rows a dense pass reads / rows not read
+  int64_t k_rows = 0, k_rows_f32 = 0;      // K rows scored / read in f32 (progressive: recomputed)
+  void Add(const AttentionSparseCounts& o) {
+    v_rows += o.v_rows;
+    v_rows_skipped += o.v_rows_skipped;
+    k_rows += o.k_rows;
+    k_rows_f32 += o.k_rows_f32;
+  }
+};
+// Attention as above with the exact softmax computed in passes (scores, then max and sum, then
+// V), so each key's exact weight is known before its V row is read. Same shapes as Attention;
+// n_kv_heads is the cache's (its row stride). Result (and counts) independent of n_q, batch
+// and thread count. `counts` may be null.
+void AttentionSparse(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
+                     float scale, const KvBlocks& kv, const AttentionSparsity& sparsity, float* out,
+                     AttentionSparseCounts* counts, ThreadPool* pool);
 
 }  // namespace ferry::kernels

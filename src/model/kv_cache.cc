@@ -16,6 +16,7 @@ StatusOr<ContiguousKvCache> ContiguousKvCache::Create(int32_t n_layers, int32_t 
   c.n_seqs_ = n_seqs;
   c.max_seq_len_ = max_seq_len;
   c.row_ = n_kv_heads * head_dim;
+  c.head_dim_ = head_dim;
   size_t bytes = static_cast<size_t>(n_layers) * n_seqs * max_seq_len * c.row_ * sizeof(float);
   try {
     c.k_ = AlignedBuffer(bytes);
@@ -29,7 +30,8 @@ StatusOr<ContiguousKvCache> ContiguousKvCache::Create(int32_t n_layers, int32_t 
 }
 
 size_t ContiguousKvCache::Offset(int32_t layer, int32_t seq, int32_t pos) const {
-  FERRY_DCHECK(layer >= 0 && layer < n_layers_ && seq >= 0 && seq < n_seqs_ && pos >= 0 && pos < max_seq_len_);
+  FERRY_DCHECK(layer >= 0 && layer < n_layers_ && seq >= 0 && seq < n_seqs_ && pos >= 0 &&
+               pos < max_seq_len_);
   return ((static_cast<size_t>(layer) * n_seqs_ + seq) * max_seq_len_ + pos) * row_;
 }
 
@@ -43,8 +45,38 @@ float* ContiguousKvCache::ValueSlot(int32_t layer, int32_t seq, int32_t pos) {
 kernels::KvBlocks ContiguousKvCache::View(int32_t layer, int32_t seq) const {
   // Blocks are the per-sequence regions of this layer; the table maps seq -> its region.
   size_t layer_off = static_cast<size_t>(layer) * n_seqs_ * max_seq_len_ * row_;
-  return kernels::KvBlocks{k_.as<float>() + layer_off, v_.as<float>() + layer_off,
-                           block_table_.data() + seq, max_seq_len_};
+  kernels::KvBlocks view{k_.as<float>() + layer_off, v_.as<float>() + layer_off, block_table_.data() + seq,
+                         max_seq_len_};
+  if (k_i8_.size() > 0) {
+    view.k_i8 = k_i8_.as<int8_t>() + layer_off;
+    view.k_i8_scale = k_scale_.as<float>() + layer_off / static_cast<size_t>(head_dim_);
+  }
+  return view;
+}
+
+Status ContiguousKvCache::EnableInt8Keys() {
+  if (k_i8_.size() > 0) return Status::Ok();
+  const size_t rows = k_.size() / sizeof(float) / static_cast<size_t>(head_dim_);  // (slot, kv head) rows
+  try {
+    k_i8_ = AlignedBuffer(rows * static_cast<size_t>(head_dim_));
+    k_scale_ = AlignedBuffer(rows * sizeof(float));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError(
+        "cannot allocate the INT8 key copy ({} MiB) for --attn-progressive; lower --ctx",
+        rows * static_cast<size_t>(head_dim_) >> 20);
+  }
+  // Keys stored before this call are not copied: the model enables the copy before its first pass.
+  k_i8_.Zero();
+  k_scale_.Zero();
+  return Status::Ok();
+}
+
+int8_t* ContiguousKvCache::KeySlotInt8(int32_t layer, int32_t seq, int32_t pos) {
+  return k_i8_.size() > 0 ? k_i8_.as<int8_t>() + Offset(layer, seq, pos) : nullptr;
+}
+float* ContiguousKvCache::KeyScaleSlot(int32_t layer, int32_t seq, int32_t pos) {
+  return k_i8_.size() > 0 ? k_scale_.as<float>() + Offset(layer, seq, pos) / static_cast<size_t>(head_dim_)
+                          : nullptr;
 }
 
 }  // namespace ferry

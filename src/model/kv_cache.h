@@ -38,6 +38,18 @@ class KvCache {
   virtual float* AttentionWeightSums(int32_t layer, int32_t seq) { return nullptr; }
   // After the forward pass of `batch`: commits its tokens and applies any eviction policy.
   virtual void EndForward(const ForwardBatch& batch) {}
+
+  // Progressive attention (model/attention_sparsity.h): an INT8 copy of every key beside the
+  // f32 one, exposed by View() as KvBlocks::k_i8 / k_i8_scale. EnableInt8Keys allocates it
+  // (zeroed: call it before the first key is written); a cache that keeps none says so.
+  virtual Status EnableInt8Keys() {
+    return UnsupportedError(
+        "--attn-progressive needs the contiguous KV cache of ferry run, ppl and bench (not --kv-policy "
+        "sink|h2o or the batching engine)");
+  }
+  // A slot's INT8 key rows [n_kv_heads, head_dim] and their scales [n_kv_heads]; null unless enabled.
+  virtual int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) { return nullptr; }
+  virtual float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) { return nullptr; }
 };
 
 // One block of max_seq_len tokens per sequence slot (block table = {seq}).
@@ -52,13 +64,19 @@ class ContiguousKvCache final : public KvCache {
   float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
   float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
   kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
-  size_t Bytes() const { return k_.size() + v_.size(); }
+  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.size() + k_scale_.size(); }
+  Status EnableInt8Keys() override;
+  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override;
+  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override;
 
  private:
   size_t Offset(int32_t layer, int32_t seq, int32_t pos) const;
 
   int32_t n_layers_ = 0, n_seqs_ = 0, max_seq_len_ = 0, row_ = 0;  // row_ = n_kv_heads * head_dim
-  AlignedBuffer k_, v_;               // [n_layers, n_seqs, max_seq_len, n_kv_heads, head_dim]
+  int32_t head_dim_ = 0;
+  AlignedBuffer k_, v_;    // [n_layers, n_seqs, max_seq_len, n_kv_heads, head_dim]
+  AlignedBuffer k_i8_;     // [n_layers, n_seqs, max_seq_len, n_kv_heads, head_dim] int8 (progressive)
+  AlignedBuffer k_scale_;  // [n_layers, n_seqs, max_seq_len, n_kv_heads] f32
   std::vector<int32_t> block_table_;  // [n_seqs]: block_table_[s] = s
 };
 

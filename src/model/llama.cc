@@ -8,6 +8,7 @@
 
 #include "base/aligned_buffer.h"
 #include "kernels/kernels.h"
+#include "model/attention_sparsity.h"
 #include "model/linear.h"
 #include "model/moe.h"
 
@@ -62,6 +63,7 @@ class LlamaModel final : public Model {
 
  private:
   Status CheckBatch(const ForwardBatch& batch, const KvCache& kv) const;
+  std::vector<AttentionWeightsRef> AttentionRefs() const;
   void EmbedTokens(const ForwardBatch& batch, float* x) const;
 
   Linear token_embd_;  // [n_vocab, dim]
@@ -70,6 +72,7 @@ class LlamaModel final : public Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
   size_t weight_bytes_ = 0;
+  SparseAttention attn_sparsity_;  // pruned heads, value skipping, progressive precision
 
   // Per-call scratch, sized to the largest batch seen (no state carried between calls).
   struct Scratch {
@@ -143,7 +146,14 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
     m->inv_freq_.push_back(base * cfg.rope_freq_scale / factors[static_cast<size_t>(j)]);
     base *= theta_scale;
   }
+  FERRY_RETURN_IF_ERROR(m->attn_sparsity_.Configure(m->sparsity_, cfg, m->AttentionRefs()));
   return std::unique_ptr<Model>(std::move(m));
+}
+
+std::vector<AttentionWeightsRef> LlamaModel::AttentionRefs() const {
+  std::vector<AttentionWeightsRef> refs;
+  for (const LayerWeights& w : layers_) refs.push_back({&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv});
+  return refs;
 }
 
 Status LlamaModel::CheckBatch(const ForwardBatch& b, const KvCache& kv) const {
@@ -182,11 +192,15 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   const ModelConfig& c = config_;
   const int64_t n = b.size();
   if (n == 0) return Status::Ok();
+  FERRY_RETURN_IF_ERROR(attn_sparsity_.Configure(sparsity_, c, AttentionRefs()));  // no-op if unchanged
+  FERRY_RETURN_IF_ERROR(attn_sparsity_.BeginForward(sparsity_, kv, sparsity_stats_));
   FERRY_RETURN_IF_ERROR(kv.BeginForward(b));
   // Where each token's K/V live: its position, unless a budgeted cache stores kept tokens densely.
   std::vector<int32_t> slots(static_cast<size_t>(n));  // [n]
   for (int64_t i = 0; i < n; ++i)
     slots[static_cast<size_t>(i)] = kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
+  int64_t sum_keys = 0;  // keys attended in this pass, over all queries (head-pruning counts)
+  for (int32_t slot : slots) sum_keys += slot + 1;
   const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   auto fit = [](std::vector<float>& v, int64_t size) {
     if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
@@ -209,45 +223,55 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     if (l == 0) {  // later layers get their norm fused with the previous residual add
       for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
     }
-    if (w.wqkv.n_out > 0) {
-      const int64_t qkv_dim = q_dim + 2 * kv_dim;
-      float* qkv = fit(s_.qkv, n * qkv_dim);  // [n, q_dim + 2 * kv_dim]
-      w.wqkv.Apply(xn, n, qkv, pool);
-      for (int64_t i = 0; i < n; ++i) {
-        std::copy_n(qkv + i * qkv_dim, q_dim, q + i * q_dim);
-        std::copy_n(qkv + i * qkv_dim + q_dim, kv_dim, k + i * kv_dim);
-        std::copy_n(qkv + i * qkv_dim + q_dim + kv_dim, kv_dim, v + i * kv_dim);
-      }
+    if (attn_sparsity_.IsPruned(l)) {  // only the kept heads' q/k/v rows, attention and W_o columns
+      attn_sparsity_.ForwardPrunedLayer(sparsity_, c, l, xn, b, slots.data(), inv_freq_.data(), kv, tmp,
+                                        sparsity_stats_, pool);
     } else {
-      w.wq.Apply(xn, n, q, pool);
-      w.wk.Apply(xn, n, k, pool);
-      w.wv.Apply(xn, n, v, pool);
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      if (!w.bq.empty()) {
-        kernels::AddInPlace(q + i * q_dim, w.bq.data(), q_dim);
-        kernels::AddInPlace(k + i * kv_dim, w.bk.data(), kv_dim);
-        kernels::AddInPlace(v + i * kv_dim, w.bv.data(), kv_dim);
+      if (w.wqkv.n_out > 0) {
+        const int64_t qkv_dim = q_dim + 2 * kv_dim;
+        float* qkv = fit(s_.qkv, n * qkv_dim);  // [n, q_dim + 2 * kv_dim]
+        w.wqkv.Apply(xn, n, qkv, pool);
+        for (int64_t i = 0; i < n; ++i) {
+          std::copy_n(qkv + i * qkv_dim, q_dim, q + i * q_dim);
+          std::copy_n(qkv + i * qkv_dim + q_dim, kv_dim, k + i * kv_dim);
+          std::copy_n(qkv + i * qkv_dim + q_dim + kv_dim, kv_dim, v + i * kv_dim);
+        }
+      } else {
+        w.wq.Apply(xn, n, q, pool);
+        w.wk.Apply(xn, n, k, pool);
+        w.wv.Apply(xn, n, v, pool);
       }
-      const int32_t pos = b.positions[static_cast<size_t>(i)], seq = b.seq_ids[static_cast<size_t>(i)];
-      kernels::Rope(q + i * q_dim, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-      kernels::Rope(k + i * kv_dim, c.n_kv_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-      std::copy_n(k + i * kv_dim, kv_dim, kv.KeySlot(l, seq, slots[static_cast<size_t>(i)]));
-      std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, slots[static_cast<size_t>(i)]));
+      for (int64_t i = 0; i < n; ++i) {
+        if (!w.bq.empty()) {
+          kernels::AddInPlace(q + i * q_dim, w.bq.data(), q_dim);
+          kernels::AddInPlace(k + i * kv_dim, w.bk.data(), kv_dim);
+          kernels::AddInPlace(v + i * kv_dim, w.bv.data(), kv_dim);
+        }
+        const int32_t pos = b.positions[static_cast<size_t>(i)], seq = b.seq_ids[static_cast<size_t>(i)];
+        kernels::Rope(q + i * q_dim, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+        kernels::Rope(k + i * kv_dim, c.n_kv_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(),
+                      c.rope_neox);
+        std::copy_n(k + i * kv_dim, kv_dim, kv.KeySlot(l, seq, slots[static_cast<size_t>(i)]));
+        SparseAttention::CopyKeyInt8(kv, l, seq, slots[static_cast<size_t>(i)], k + i * kv_dim, c.n_kv_heads,
+                                     c.head_dim);
+        std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, slots[static_cast<size_t>(i)]));
+      }
+      // Attention per sequence run [s, e).
+      for (int64_t s = 0; s < n;) {
+        int64_t e = s + 1;
+        while (e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]) ++e;
+        const int32_t seq = b.seq_ids[static_cast<size_t>(s)];
+        attn_sparsity_.Attend(sparsity_, c, q + s * q_dim, static_cast<int>(e - s), slots.data() + s,
+                              kv.View(l, seq), attn + s * q_dim, sparsity_stats_, pool);
+        if (float* sums = kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
+          kernels::AccumulateAttentionWeights(q + s * q_dim, static_cast<int>(e - s), slots.data() + s,
+                                              c.n_heads, c.n_kv_heads, c.head_dim, scale, kv.View(l, seq),
+                                              sums);
+        s = e;
+      }
+      w.wo.Apply(attn, n, tmp, pool);
     }
-    // Attention per sequence run [s, e).
-    for (int64_t s = 0; s < n;) {
-      int64_t e = s + 1;
-      while (e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]) ++e;
-      const int32_t seq = b.seq_ids[static_cast<size_t>(s)];
-      kernels::Attention(q + s * q_dim, static_cast<int>(e - s), slots.data() + s, c.n_heads, c.n_kv_heads,
-                         c.head_dim, scale, kv.View(l, seq), attn + s * q_dim, pool);
-      if (float* sums = kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
-        kernels::AccumulateAttentionWeights(q + s * q_dim, static_cast<int>(e - s), slots.data() + s, c.n_heads,
-                                            c.n_kv_heads, c.head_dim, scale, kv.View(l, seq), sums);
-      s = e;
-    }
-    w.wo.Apply(attn, n, tmp, pool);
+    if (sparsity_.UsesHeadPruning()) attn_sparsity_.CountHeadWork(c, l, n, sum_keys, sparsity_stats_);
     for (int64_t i = 0; i < n; ++i)
       kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
     if (w.moe) {

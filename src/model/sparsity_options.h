@@ -30,8 +30,26 @@ struct SparsityOptions {
   int32_t sink_tokens = 4;
   int32_t recent_window = -1;
 
+  // ---- Attention sparsity (model/attention_sparsity.h, docs/sparsity.md) ----
+  // Head pruning: the least important prune_heads fraction of each layer's heads (ranked by
+  // head_importance, a `ferry calibrate` STATS file) is dropped: no Q rows, attention or W_o
+  // columns for them; a KV head goes when all its query heads do. 0: off.
+  double prune_heads = 0;
+  std::string head_importance;
+  // Value-fetch skipping: V rows whose softmax weight is below this (for every head of the KV
+  // group) are not read. 0: off.
+  float attn_skip_threshold = 0.f;
+  // Progressive precision: scores from an INT8 copy of K, recomputed in f32 for keys within
+  // attn_progressive_margin (logits) of the max.
+  bool attn_progressive = false;
+  float attn_progressive_margin = 4.f;
+
   bool UsesKvBudget() const { return kv_policy != KvPolicy::kFull && kv_budget > 0; }
-  bool Exact() const { return moe_capacity_factor <= 0 && !UsesKvBudget(); }
+  bool UsesHeadPruning() const { return prune_heads > 0; }
+  bool UsesSparseAttention() const {
+    return UsesHeadPruning() || attn_skip_threshold > 0 || attn_progressive;
+  }
+  bool Exact() const { return moe_capacity_factor <= 0 && !UsesKvBudget() && !UsesSparseAttention(); }
 };
 
 struct SparsityStats {
@@ -43,6 +61,16 @@ struct SparsityStats {
   // block bytes), next to what a full cache of the same positions would hold.
   int64_t kv_evicted_tokens = 0;
   int64_t kv_peak_bytes = 0, kv_full_bytes = 0;
+
+  // Attention (summed over layers and forward calls). Head pruning: heads of the plan, and the
+  // work a dense pass would do in q/k/v/o projections + attention, next to what was skipped.
+  int64_t heads_pruned = 0, heads_total = 0, kv_heads_pruned = 0, kv_heads_total = 0;  // over all layers
+  int64_t prune_flops = 0, prune_flops_skipped = 0;                // attention-block FLOPs
+  int64_t prune_weight_bytes = 0, prune_weight_bytes_skipped = 0;  // q/k/v/o weight bytes streamed
+  // Value skipping / progressive precision: bytes a dense pass reads and what was (not) read.
+  int64_t attn_v_bytes = 0, attn_v_bytes_skipped = 0;
+  int64_t attn_k_rows = 0, attn_k_rows_f32 = 0;  // K rows scored / re-read in f32
+  int64_t attn_k_bytes_dense = 0, attn_k_bytes_read = 0;
 
   double MoeDropRate() const {
     return moe_assignments > 0 ? static_cast<double>(moe_dropped) / static_cast<double>(moe_assignments)

@@ -33,7 +33,28 @@ StatusOr<CalibStats> Calibrate(const FloatModel& m, const std::vector<int32_t>& 
   std::vector<std::array<Acc, 4>> acc(m.layers.size());
   s.layers.resize(m.layers.size());
   int64_t row0 = 0;  // global row index of the current window's first token
+  // Per-head contribution through W_o: sum over tokens of ||W_o[:, h] o_h||_2, [n_layers][n_heads].
+  const ModelConfig& mc = m.config;
+  std::vector<std::vector<double>> head_sum(m.layers.size(),
+                                            std::vector<double>(static_cast<size_t>(mc.n_heads)));
+  auto head_hook = [&](int32_t l, const float* x, int64_t n_tok) {
+    const std::vector<float>& wo = m.layers[static_cast<size_t>(l)][LinearKind::kO].w;  // [dim, q_dim]
+    const int64_t q_dim = int64_t{mc.n_heads} * mc.head_dim;
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int32_t h = 0; h < mc.n_heads; ++h) {
+        const float* o = x + t * q_dim + int64_t{h} * mc.head_dim;
+        double sq = 0;
+        for (int64_t r = 0; r < mc.dim; ++r) {
+          const float* w = wo.data() + r * q_dim + int64_t{h} * mc.head_dim;
+          double d = 0;
+          for (int32_t j = 0; j < mc.head_dim; ++j) d += static_cast<double>(w[j]) * o[j];
+          sq += d * d;
+        }
+        head_sum[static_cast<size_t>(l)][static_cast<size_t>(h)] += std::sqrt(sq);
+      }
+  };
   auto hook = [&](int32_t l, InputKind k, const float* x, int64_t n_tok, int64_t n_in) {
+    if (k == InputKind::kAttnOut) head_hook(l, x, n_tok);
     InputStats& st = s.layers[static_cast<size_t>(l)][static_cast<size_t>(k)];
     Acc& a = acc[static_cast<size_t>(l)][static_cast<size_t>(k)];
     if (st.n_in == 0) {
@@ -61,6 +82,10 @@ StatusOr<CalibStats> Calibrate(const FloatModel& m, const std::vector<int32_t>& 
     if (o.progress) o.progress(w + 1, s.n_windows);
   }
   s.n_tokens = total;
+  s.head_importance.resize(m.layers.size());
+  for (size_t l = 0; l < m.layers.size(); ++l)
+    for (double v : head_sum[l])
+      s.head_importance[l].push_back(static_cast<float>(v / static_cast<double>(total)));
   for (size_t l = 0; l < s.layers.size(); ++l) {
     for (size_t k = 0; k < 4; ++k) {
       InputStats& st = s.layers[l][k];
@@ -96,6 +121,10 @@ Status SaveCalibStats(const std::string& path, const CalibStats& s) {
       add("l2", st.l2, {st.n_in});
       add("rows", st.rows, {st.n_rows(), st.n_in});
     }
+    if (l < s.head_importance.size())
+      t.push_back({fmt::format("blk.{}.attn_heads.importance", l), DType::kF32,
+                   {static_cast<int64_t>(s.head_importance[l].size())}, s.head_importance[l].data(),
+                   s.head_importance[l].size() * sizeof(float)});
   }
   return formats::WriteGguf(path, md, t);
 }
@@ -129,6 +158,12 @@ StatusOr<CalibStats> LoadCalibStats(const std::string& path) {
       FERRY_RETURN_IF_ERROR(get("l2", &st.l2));
       FERRY_RETURN_IF_ERROR(get("rows", &st.rows));
       st.n_in = static_cast<int64_t>(st.max_abs.size());
+    }
+    if (const formats::TensorRef* t = src->FindTensor(fmt::format("blk.{}.attn_heads.importance", l));
+        t && t->dtype == DType::kF32) {
+      const auto* f = static_cast<const float*>(t->data);
+      s.head_importance.resize(s.layers.size());
+      s.head_importance[l].assign(f, f + t->nbytes / sizeof(float));
     }
   }
   return s;

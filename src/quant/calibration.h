@@ -30,6 +30,10 @@ struct CalibStats {
   int32_t ctx = 0;                                // tokens per window
   int64_t n_tokens = 0;                           // rows seen per input
   std::vector<std::array<InputStats, 4>> layers;  // [n_layers][InputKind]
+  // Head pruning (model/attention_sparsity.h): per layer, each head's mean over tokens of
+  // ||W_o[:, head] . o_head||_2, its output's contribution to the residual stream.
+  // [n_layers][n_heads]; empty in files written before it existed.
+  std::vector<std::vector<float>> head_importance;
   const InputStats& At(int32_t layer, InputKind k) const {
     return layers[static_cast<size_t>(layer)][static_cast<size_t>(k)];
   }

@@ -1,5 +1,6 @@
 // `ferry calibrate`: runs the full-precision model over calibration text and saves per-channel
-// statistics and sampled input rows of every linear layer (quant/calibration.h).
+// statistics and sampled input rows of every linear layer, and each attention head's importance
+// for --prune-heads (quant/calibration.h).
 #include <cstdio>
 #include <memory>
 
@@ -16,7 +17,8 @@ Runner AddCalibrateCommand(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd =
-      app.add_subcommand("calibrate", "record activation statistics of every linear layer's input");
+      app.add_subcommand("calibrate",
+                         "record activation statistics of every linear layer's input and per-head importance");
   cmd->add_option("-m,--model", o->model, "model: GGUF file, Hugging Face folder or llama2.c .bin")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file");

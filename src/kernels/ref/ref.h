@@ -82,5 +82,11 @@ void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const f
 // kernels::Attention, single-threaded.
 void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
                     int head_dim, float scale, const KvBlocks& kv, float* out);
+// kernels::AttentionSparse's rules with a double softmax (progressive INT8 scores formed as
+// the kernel forms them). skipped_mass (may be null): [n_q, n_heads] softmax weight dropped
+// with the skipped V rows.
+void AttentionSparseNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
+                          float scale, const KvBlocks& kv, const AttentionSparsity& sparsity, float* out,
+                          AttentionSparseCounts* counts, double* skipped_mass);
 
 }  // namespace ferry::kernels::ref
