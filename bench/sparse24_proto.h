@@ -68,7 +68,8 @@ __attribute__((target("avx2,fma,f16c"))) inline void MatVec24Avx2(const Sparse24
   for (int64_t o = o0; o < o1; ++o) {
     const uint16_t* v = s.values.data() + o * (s.n_in / 2);
     const uint8_t* ix = s.index.data() + o * (s.n_in / 4);
-    __m256 acc = _mm256_setzero_ps();
+    // Two accumulators over alternating chunks hide the FMA latency (the sum order is fixed).
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t c = 0; c < s.n_in / 16; ++c) {
       const uint8_t* b = ix + c * 4;
       const uint64_t pos = uint64_t{lut[b[0]]} | uint64_t{lut[b[1]]} << 16 | uint64_t{lut[b[2]]} << 32 |
@@ -79,9 +80,10 @@ __attribute__((target("avx2,fma,f16c"))) inline void MatVec24Avx2(const Sparse24
       const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + c * 16 + 8), p);
       const __m256 xs = _mm256_blend_ps(lo, hi, 0xF0);
       const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + c * 8)));
-      acc = _mm256_fmadd_ps(w, xs, acc);
+      acc[c & 1] = _mm256_fmadd_ps(w, xs, acc[c & 1]);
     }
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    const __m256 sum = _mm256_add_ps(acc[0], acc[1]);
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
     r = _mm_hadd_ps(r, r);
     r = _mm_hadd_ps(r, r);
     y[o] = _mm_cvtss_f32(r);
