@@ -58,9 +58,10 @@ DType MatMulActivationType(DType t);
 // the same dot kernel runs, so y[j] equals MatMul's y[rows[j]] bit for bit. Threads split rows.
 void MatVecRows(const void* w, DType w_type, int64_t n_in, const int32_t* rows, int64_t n_rows, const float* x,
                 float* y, ThreadPool* pool);
-// y[n_out] = sum over j < n_rows (in order) of h[j] * Wt[rows[j]], Wt: [n_neurons, n_out] rows of
+// y[n_out] = sum over j < n_rows of h[j] * Wt[rows[j]], Wt: [n_neurons, n_out] rows of
 // wt_type (a transposed down projection, so a skipped neuron is a skipped row). Threads split
-// the output into block-aligned column ranges; each element's sum order is fixed.
+// blocks of 32 rows, each summed into its own partial, partials added in block order: each
+// element's sum order is fixed whatever the thread count.
 // wt_type: any DequantizeRow type; n_out a multiple of its block size.
 void AxpyRows(const void* wt, DType wt_type, int64_t n_out, const int32_t* rows, const float* h, int64_t n_rows,
               float* y, ThreadPool* pool);

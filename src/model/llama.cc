@@ -11,6 +11,7 @@
 #include "model/attention_sparsity.h"
 #include "model/linear.h"
 #include "model/moe.h"
+#include "model/sparse_ffn.h"
 
 namespace ferry {
 namespace {
@@ -73,6 +74,7 @@ class LlamaModel final : public Model {
   std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads, value skipping, progressive precision
+  std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
 
   // Per-call scratch, sized to the largest batch seen (no state carried between calls).
   struct Scratch {
@@ -131,6 +133,11 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
     w.wqkv = StackRows({&w.wq, &w.wk, &w.wv}, &pack_pool);
     w.w_gate_up = StackRows({&w.w_gate, &w.w_up}, &pack_pool);
     m->layers_.push_back(std::move(w));
+  }
+  if (options.sparsity.UsesFfnSparsity()) {
+    std::vector<FfnLinears> ffns;
+    for (const LayerWeights& w : m->layers_) ffns.push_back({&w.w_gate, &w.w_up, &w.w_down, &w.w_gate_up});
+    FERRY_ASSIGN_OR_RETURN(m->sparse_ffn_, SparseFfn::Create(options.sparsity, cfg, ffns, &pack_pool));
   }
 
   // theta_j = pos * base^(-2j/rot_dim) * freq_scale / factor_j, the exponent built up
@@ -276,6 +283,9 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
     if (w.moe) {
       w.moe->Forward(xn, n, tmp, sparsity_.moe_capacity_factor, &sparsity_stats_, pool);
+    } else if (sparse_ffn_ && sparsity_.UsesFfnSparsity()) {
+      sparse_ffn_->Forward(l, {&w.w_gate, &w.w_up, &w.w_down, &w.w_gate_up}, sparsity_, xn, n, tmp,
+                           &sparsity_stats_, pool);
     } else {
       if (w.w_gate_up.n_out > 0) {
         const int64_t ffn = c.ffn_dim;

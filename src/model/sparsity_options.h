@@ -44,12 +44,24 @@ struct SparsityOptions {
   bool attn_progressive = false;
   float attn_progressive_margin = 4.f;
 
+  // Contextual FFN sparsity (model/sparse_ffn.h): the fraction of FFN neurons skipped per
+  // token. Threshold mode (CATS/TEAL): ffn_sparsity > 0 with per-layer |SiLU(gate)|
+  // thresholds from ffn_stats (a `ferry sparsify` sidecar). Predictor mode (DejaVu):
+  // ffn_predictor names the sidecar whose low-rank predictors choose the neurons; there
+  // ffn_sparsity 0 means the sparsity the predictor was trained for. 0 and no predictor: off.
+  double ffn_sparsity = 0;
+  std::string ffn_stats;      // sidecar for threshold mode
+  std::string ffn_predictor;  // sidecar for predictor mode
+
   bool UsesKvBudget() const { return kv_policy != KvPolicy::kFull && kv_budget > 0; }
   bool UsesHeadPruning() const { return prune_heads > 0; }
   bool UsesSparseAttention() const {
     return UsesHeadPruning() || attn_skip_threshold > 0 || attn_progressive;
   }
-  bool Exact() const { return moe_capacity_factor <= 0 && !UsesKvBudget() && !UsesSparseAttention(); }
+  bool UsesFfnSparsity() const { return ffn_sparsity > 0 || !ffn_predictor.empty(); }
+  bool Exact() const {
+    return moe_capacity_factor <= 0 && !UsesKvBudget() && !UsesSparseAttention() && !UsesFfnSparsity();
+  }
 };
 
 struct SparsityStats {
@@ -61,6 +73,10 @@ struct SparsityStats {
   // block bytes), next to what a full cache of the same positions would hold.
   int64_t kv_evicted_tokens = 0;
   int64_t kv_peak_bytes = 0, kv_full_bytes = 0;
+  // FFN sparsity, summed over layers and tokens: neurons of dense FFNs (tokens x ffn per
+  // layer) and how many of them were skipped; tokens that ran the row-sparse kernels (the
+  // rest ran dense with the mask applied, e.g. prefill).
+  int64_t ffn_neurons = 0, ffn_skipped = 0, ffn_sparse_tokens = 0, ffn_tokens = 0;
 
   // Attention (summed over layers and forward calls). Head pruning: heads of the plan, and the
   // work a dense pass would do in q/k/v/o projections + attention, next to what was skipped.
@@ -75,6 +91,9 @@ struct SparsityStats {
   double MoeDropRate() const {
     return moe_assignments > 0 ? static_cast<double>(moe_dropped) / static_cast<double>(moe_assignments)
                                : 0.0;
+  }
+  double FfnSkippedFraction() const {
+    return ffn_neurons > 0 ? static_cast<double>(ffn_skipped) / static_cast<double>(ffn_neurons) : 0.0;
   }
 };
 

@@ -30,6 +30,8 @@ Runner AddBenchCommand(CLI::App& app);
 Runner AddCalibrateCommand(CLI::App& app);
 Runner AddQuantizeCommand(CLI::App& app);
 Runner AddPruneCommand(CLI::App& app);
+// Contextual FFN sparsity calibration (quant/ffn_sparsify.h).
+Runner AddSparsifyCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
 // Parts of `ferry bench`: options of the default model benchmark on `bench` itself, and nested
 // benchmark subcommands (each adds one subcommand to `bench`).

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   add(&AddCalibrateCommand);
   add(&AddQuantizeCommand);
   add(&AddPruneCommand);
+  add(&AddSparsifyCommand);
   add(&AddServeCommand);
   try {
     app.parse(argc, argv);

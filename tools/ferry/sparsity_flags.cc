@@ -115,6 +115,19 @@ void SparsityFlags::Add(CLI::App* cmd) {
                   "newest tokens never evicted (default: sink budget-sinks, h2o half of that)")
       ->check(CLI::NonNegativeNumber)
       ->group("Sparsity");
+  cmd->add_option("--ffn-sparsity", o.ffn_sparsity,
+                  "FFN: fraction of neurons skipped per token (thresholds from --ffn-stats, or the "
+                  "--ffn-predictor's kept fraction; 0: exact)")
+      ->check(CLI::Range(0.0, 0.99))
+      ->group("Sparsity");
+  cmd->add_option("--ffn-stats", o.ffn_stats, "FFN: thresholds file from `ferry sparsify` (threshold mode)")
+      ->check(CLI::ExistingFile)
+      ->group("Sparsity");
+  cmd->add_option(
+         "--ffn-predictor", o.ffn_predictor,
+         "FFN: predictor file from `ferry sparsify` (predictor mode; default sparsity: the trained one)")
+      ->check(CLI::ExistingFile)
+      ->group("Sparsity");
 }
 
 Status SparsityFlags::CheckSupportedByEngine() const {
@@ -146,6 +159,12 @@ std::string SparsityReport(const Model& model) {
         s.kv_full_bytes > 0 ? 100.0 * (1.0 - static_cast<double>(s.kv_peak_bytes) / s.kv_full_bytes) : 0.0);
   }
   if (std::string a = AttentionReport(model.sparsity(), s); !a.empty()) out += (out.empty() ? "" : "; ") + a;
+  if (model.sparsity().UsesFfnSparsity()) {
+    out += fmt::format(
+        "{}FFN {}: {:.2f}% of neurons skipped ({} of {}; {} of {} tokens row-sparse)",
+        out.empty() ? "" : "; ", model.sparsity().ffn_predictor.empty() ? "threshold" : "predictor",
+        100.0 * s.FfnSkippedFraction(), s.ffn_skipped, s.ffn_neurons, s.ffn_sparse_tokens, s.ffn_tokens);
+  }
   return out;
 }
 
@@ -175,6 +194,15 @@ nlohmann::json SparsityJson(const Model& model) {
                 s.kv_full_bytes > 0 ? 1.0 - static_cast<double>(s.kv_peak_bytes) / s.kv_full_bytes : 0.0}};
   }
   if (nlohmann::json a = AttentionJson(o, s); !a.empty()) j["attention"] = std::move(a);
+  if (o.UsesFfnSparsity()) {
+    j["ffn"] = {{"mode", o.ffn_predictor.empty() ? "threshold" : "predictor"},
+                {"requested_sparsity", o.ffn_sparsity},
+                {"neurons", s.ffn_neurons},
+                {"skipped", s.ffn_skipped},
+                {"effective_sparsity", s.FfnSkippedFraction()},
+                {"tokens", s.ffn_tokens},
+                {"row_sparse_tokens", s.ffn_sparse_tokens}};
+  }
   return j;
 }
 
