@@ -16,6 +16,7 @@
 #include "model/kv_budget_cache.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "synthetic_layer_fixture.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -40,13 +41,7 @@ Loaded Load(const std::string& path, const SparsityOptions& sp = {}) {
 }
 
 std::string WriteTiny(const std::string& dir, const std::string& preset, DType type) {
-  const std::string path = dir + "/" + preset + "-" + DTypeName(type) + ".gguf";
-  SyntheticModelOptions o;
-  o.preset = preset;
-  o.type = type;
-  o.stddev = 0.08f;
-  EXPECT_TRUE(WriteSyntheticModel(path, o).ok());
-  return path;
+  return testing::WriteSyntheticTestModel(dir, preset, type);
 }
 
 // A `ferry calibrate`-style file holding only blk.L.attn_heads.importance.

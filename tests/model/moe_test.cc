@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "synthetic_layer_fixture.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -26,31 +27,15 @@ struct MoeFixture {
 };
 
 MoeFixture Make(const std::string& preset, DType type) {
-  const std::string path = testing::TempDir() + "/" + preset + "-" + DTypeName(type) + ".gguf";
-  SyntheticModelOptions o;
-  o.preset = preset;
-  o.type = type;
-  o.stddev = 0.08f;
-  EXPECT_TRUE(WriteSyntheticModel(path, o).ok());
+  testing::OpenedModel m =
+      testing::OpenTestModel(testing::WriteSyntheticTestModel(testing::TempDir(), preset, type));
   MoeFixture f;
-  auto src = formats::OpenWeightSource(path);
-  EXPECT_TRUE(src.ok()) << src.status().ToString();
-  f.src = std::move(*src);
-  auto cfg = ModelConfig::FromMetadata(f.src->metadata());
-  EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
-  f.cfg = *cfg;
+  f.src = std::move(m.src);
+  f.cfg = m.cfg;
   return f;
 }
 
-std::vector<float> RandomRows(int64_t n, int64_t dim, uint32_t seed) {
-  std::vector<float> x(static_cast<size_t>(n * dim));
-  uint32_t s = seed;
-  for (float& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) / 500.0f;
-  }
-  return x;
-}
+using testing::RandomRows;
 
 // One [rows, cols] matrix of a tensor holding `index`-th of its stacked matrices, as f32.
 std::vector<float> Dequant(const formats::WeightSource& src, const std::string& name, int64_t index,

@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "synthetic_layer_fixture.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -29,30 +30,14 @@ struct Fixture {
 Fixture Make(DType type, const std::string& preset = "tiny") {
   Fixture f;
   f.dir = testing::TempDir();
-  f.model_path = f.dir + "/" + preset + "-" + DTypeName(type) + ".gguf";
-  SyntheticModelOptions o;
-  o.preset = preset;
-  o.type = type;
-  o.stddev = 0.08f;
-  EXPECT_TRUE(WriteSyntheticModel(f.model_path, o).ok());
-  auto src = formats::OpenWeightSource(f.model_path);
-  EXPECT_TRUE(src.ok()) << src.status().ToString();
-  f.src = std::move(*src);
-  auto cfg = ModelConfig::FromMetadata(f.src->metadata());
-  EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
-  f.cfg = *cfg;
+  f.model_path = testing::WriteSyntheticTestModel(f.dir, preset, type);
+  testing::OpenedModel m = testing::OpenTestModel(f.model_path);
+  f.src = std::move(m.src);
+  f.cfg = m.cfg;
   return f;
 }
 
-std::vector<float> RandomRows(int64_t n, int64_t dim, uint32_t seed) {
-  std::vector<float> x(static_cast<size_t>(n * dim));
-  uint32_t s = seed;
-  for (float& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) / 500.0f;
-  }
-  return x;
-}
+using testing::RandomRows;
 
 std::vector<float> Dequant(const Linear& lin) {
   std::vector<float> w(static_cast<size_t>(lin.n_out * lin.n_in));
