@@ -6,8 +6,8 @@
 
 namespace ferry {
 
-StatusOr<std::unique_ptr<Engine>> Engine::Create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config,
-                                                 OutputCallback on_output) {
+StatusOr<std::unique_ptr<Engine>> Engine::Create(Model& model, const Tokenizer* tokenizer,
+                                                 const EngineConfig& config, OutputCallback on_output) {
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, tokenizer, config));
   std::unique_ptr<Engine> e(new Engine());
   e->core_ = std::move(core);
@@ -101,6 +101,12 @@ void Engine::Loop() {
       }
     }
     StatusOr<std::vector<RequestOutput>> outputs = core_->Step();
+    if (outputs.ok()) {
+      // Published before the outputs go out, so a client holding its response already sees
+      // counters that include it (e.g. /metrics right after a completion returns).
+      std::lock_guard<std::mutex> l(mu_);
+      stats_ = core_->Stats();
+    }
     int64_t done = 0;
     if (outputs.ok()) {
       for (const RequestOutput& o : *outputs) {

@@ -44,8 +44,9 @@ class KvCache {
   // (zeroed: call it before the first key is written); a cache that keeps none says so.
   virtual Status EnableInt8Keys() {
     return UnsupportedError(
-        "--attn-progressive needs the contiguous KV cache of ferry run, ppl and bench (not --kv-policy "
-        "sink|h2o or the batching engine)");
+        "--attn-progressive needs a KV cache with an INT8 key copy: the contiguous one of ferry run, ppl "
+        "and bench, or the batching engine's paged one (not the --kv-policy sink|h2o cache of "
+        "run/ppl/bench)");
   }
   // A slot's INT8 key rows [n_kv_heads, head_dim] and their scales [n_kv_heads]; null unless enabled.
   virtual int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) { return nullptr; }

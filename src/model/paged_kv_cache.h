@@ -19,8 +19,9 @@ class PagedKvCache final : public KvCache {
   static size_t BlockBytes(int32_t n_layers, int32_t block_size, int32_t n_kv_heads, int32_t head_dim);
   // n_slots: sequences one step can hold; max_seq_len: positions one sequence may reach.
   // Fails with kResourceExhausted if the allocation is too large.
-  static StatusOr<PagedKvCache> Create(int32_t n_layers, int32_t num_blocks, int32_t block_size, int32_t n_kv_heads,
-                                       int32_t head_dim, int32_t n_slots, int32_t max_seq_len);
+  static StatusOr<PagedKvCache> Create(int32_t n_layers, int32_t num_blocks, int32_t block_size,
+                                       int32_t n_kv_heads, int32_t head_dim, int32_t n_slots,
+                                       int32_t max_seq_len);
 
   int32_t MaxSeqLen() const override { return max_seq_len_; }
   int32_t NumSeqs() const override { return static_cast<int32_t>(tables_.size()); }
@@ -48,18 +49,29 @@ class PagedKvCache final : public KvCache {
   // Copies block src to dst in every layer (copy-on-write).
   void CopyBlock(int32_t src, int32_t dst);
 
+  // Progressive attention's INT8 key copy (KvCache::EnableInt8Keys), in the same block layout
+  // as K, so prefix-shared, copied-on-write and compacted blocks carry it along. Allocated on
+  // first use beside --kv-cache-memory: (head_dim + 4) / (4 * head_dim) of the K bytes.
+  Status EnableInt8Keys() override;
+  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override;
+  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override;
+
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
-  size_t Bytes() const { return k_.size() + v_.size(); }
+  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.size() + k_scale_.size(); }
 
  private:
   size_t Offset(int32_t layer, int32_t seq, int32_t pos) const;
 
-  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0, max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
-  AlignedBuffer k_, v_;                        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
-  std::vector<std::vector<int32_t>> tables_;   // [n_slots][blocks of that slot]
-  std::vector<int32_t> slot_shift_;            // [n_slots] cache slot - position
-  std::vector<float*> weight_sums_;            // [n_slots] H2O score accumulators or null
+  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0,
+          max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
+  int32_t head_dim_ = 0;
+  AlignedBuffer k_, v_;                       // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
+  AlignedBuffer k_i8_;                        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] int8
+  AlignedBuffer k_scale_;                     // [n_layers, num_blocks, block_size, n_kv_heads] f32
+  std::vector<std::vector<int32_t>> tables_;  // [n_slots][blocks of that slot]
+  std::vector<int32_t> slot_shift_;           // [n_slots] cache slot - position
+  std::vector<float*> weight_sums_;           // [n_slots] H2O score accumulators or null
 };
 
 }  // namespace ferry

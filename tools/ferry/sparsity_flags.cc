@@ -13,7 +13,8 @@ namespace {
 // Attention sparsity (item 4: head pruning, value-fetch skipping, progressive precision).
 void AddAttentionFlags(CLI::App* cmd, SparsityOptions& o) {
   cmd->add_option("--prune-heads", o.prune_heads,
-                  "drop this fraction of each layer's attention heads, least important first (needs --head-importance)")
+                  "drop this fraction of each layer's attention heads, least important first (needs "
+                  "--head-importance)")
       ->check(CLI::Range(0.0, 0.999))
       ->group("Sparsity");
   cmd->add_option("--head-importance", o.head_importance,
@@ -52,8 +53,8 @@ std::string AttentionReport(const SparsityOptions& o, const SparsityStats& s) {
                        s.attn_v_bytes_skipped / 1048576.0, s.attn_v_bytes / 1048576.0,
                        100.0 * Fraction(s.attn_v_bytes_skipped, s.attn_v_bytes));
   if (o.attn_progressive)
-    out += fmt::format("{}progressive K: {:.1f}% of rows recomputed in f32, K bytes read {:.1f}% of dense", sep(),
-                       100.0 * Fraction(s.attn_k_rows_f32, s.attn_k_rows),
+    out += fmt::format("{}progressive K: {:.1f}% of rows recomputed in f32, K bytes read {:.1f}% of dense",
+                       sep(), 100.0 * Fraction(s.attn_k_rows_f32, s.attn_k_rows),
                        100.0 * Fraction(s.attn_k_bytes_read, s.attn_k_bytes_dense));
   return out;
 }
@@ -61,16 +62,16 @@ std::string AttentionReport(const SparsityOptions& o, const SparsityStats& s) {
 nlohmann::json AttentionJson(const SparsityOptions& o, const SparsityStats& s) {
   nlohmann::json j = nlohmann::json::object();
   if (o.UsesHeadPruning())
-    j["prune_heads"] = {{"fraction", o.prune_heads},
-                        {"heads_pruned", s.heads_pruned},
-                        {"kv_heads_pruned", s.kv_heads_pruned},
-                        {"flops", s.prune_flops},
-                        {"flops_skipped", s.prune_flops_skipped},
-                        {"flops_saved_fraction", Fraction(s.prune_flops_skipped, s.prune_flops)},
-                        {"weight_bytes", s.prune_weight_bytes},
-                        {"weight_bytes_skipped", s.prune_weight_bytes_skipped},
-                        {"weight_bytes_saved_fraction",
-                         Fraction(s.prune_weight_bytes_skipped, s.prune_weight_bytes)}};
+    j["prune_heads"] = {
+        {"fraction", o.prune_heads},
+        {"heads_pruned", s.heads_pruned},
+        {"kv_heads_pruned", s.kv_heads_pruned},
+        {"flops", s.prune_flops},
+        {"flops_skipped", s.prune_flops_skipped},
+        {"flops_saved_fraction", Fraction(s.prune_flops_skipped, s.prune_flops)},
+        {"weight_bytes", s.prune_weight_bytes},
+        {"weight_bytes_skipped", s.prune_weight_bytes_skipped},
+        {"weight_bytes_saved_fraction", Fraction(s.prune_weight_bytes_skipped, s.prune_weight_bytes)}};
   if (o.attn_skip_threshold > 0)
     j["value_skip"] = {{"threshold", o.attn_skip_threshold},
                        {"v_bytes", s.attn_v_bytes},
@@ -134,10 +135,6 @@ Status SparsityFlags::CheckSupportedByEngine() const {
   // The engine runs KV budgets (docs/sparsity.md, "KV budgets in the serving engine"); flags
   // that do not fit together fail here, before the model loads. The engine itself refuses
   // speculative decoding and n > 1 with a budget.
-  if (options.attn_progressive)
-    return UnsupportedError(
-        "--attn-progressive is not supported by the batching engine (its paged KV cache keeps no INT8 key "
-        "copy); use it with ferry run, ppl or bench");
   return KvBudgetFromOptions(options).status();
 }
 
