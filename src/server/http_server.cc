@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -73,6 +74,14 @@ void PostRoute(httplib::Server& http, const char* path, size_t max_body,
   });
 }
 
+// Debian's compiled cpp-httplib listens with a backlog of 5: a burst of clients overflows the
+// accept queue, and connections the kernel set up with SYN cookies and then dropped are reset
+// mid-request. Listening again on the bound socket raises the backlog (Linux allows it).
+class HttpServer : public httplib::Server {
+ public:
+  bool RaiseListenBacklog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+};
+
 }  // namespace
 
 Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, const ServerConfig& config) {
@@ -113,7 +122,7 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   CompletionService service(ctx);
 
-  httplib::Server http;
+  HttpServer http;
   const size_t threads = static_cast<size_t>(std::max(1, config.http_threads));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(config.max_body_bytes);
@@ -179,6 +188,8 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
   } else if (!http.bind_to_port(config.host, port)) {
     return IoError("cannot bind {}:{} (in use, or not an address of this machine)", config.host, port);
   }
+  if (!http.RaiseListenBacklog())
+    Log(LogLevel::kWarn, "cannot raise the listen backlog: bursts of connections may be refused");
   Log(LogLevel::kInfo, "serving {} on http://{}:{} (OpenAI API under /v1)", name, config.host, port);
 
   std::atomic<bool> signalled{false}, listen_ended{false};

@@ -117,8 +117,8 @@ class ServerProcess {
 };
 
 struct HttpResult {
-  int status = -1;  // -1: no response
-  std::string body;
+  int status = -1;   // -1: no response
+  std::string body;  // with no response: httplib's error
   httplib::Headers headers;
   json Json() const { return json::parse(body, nullptr, false); }
 };
@@ -127,13 +127,13 @@ inline HttpResult Post(const ServerProcess& s, const std::string& path, const st
                        const httplib::Headers& headers = {}) {
   httplib::Client c = s.Client();
   httplib::Result r = c.Post(path.c_str(), headers, body, "application/json");
-  if (!r) return {};
+  if (!r) return {-1, httplib::to_string(r.error()), {}};
   return {r->status, r->body, r->headers};
 }
 inline HttpResult Get(const ServerProcess& s, const std::string& path) {
   httplib::Client c = s.Client();
   httplib::Result r = c.Get(path.c_str());
-  if (!r) return {};
+  if (!r) return {-1, httplib::to_string(r.error()), {}};
   return {r->status, r->body, r->headers};
 }
 
