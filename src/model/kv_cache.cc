@@ -47,36 +47,8 @@ kernels::KvBlocks ContiguousKvCache::View(int32_t layer, int32_t seq) const {
   size_t layer_off = static_cast<size_t>(layer) * n_seqs_ * max_seq_len_ * row_;
   kernels::KvBlocks view{k_.as<float>() + layer_off, v_.as<float>() + layer_off, block_table_.data() + seq,
                          max_seq_len_};
-  if (k_i8_.size() > 0) {
-    view.k_i8 = k_i8_.as<int8_t>() + layer_off;
-    view.k_i8_scale = k_scale_.as<float>() + layer_off / static_cast<size_t>(head_dim_);
-  }
+  k_i8_.Attach(view, layer_off);
   return view;
-}
-
-Status ContiguousKvCache::EnableInt8Keys() {
-  if (k_i8_.size() > 0) return Status::Ok();
-  const size_t rows = k_.size() / sizeof(float) / static_cast<size_t>(head_dim_);  // (slot, kv head) rows
-  try {
-    k_i8_ = AlignedBuffer(rows * static_cast<size_t>(head_dim_));
-    k_scale_ = AlignedBuffer(rows * sizeof(float));
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError(
-        "cannot allocate the INT8 key copy ({} MiB) for --attn-progressive; lower --ctx",
-        rows * static_cast<size_t>(head_dim_) >> 20);
-  }
-  // Keys stored before this call are not copied: the model enables the copy before its first pass.
-  k_i8_.Zero();
-  k_scale_.Zero();
-  return Status::Ok();
-}
-
-int8_t* ContiguousKvCache::KeySlotInt8(int32_t layer, int32_t seq, int32_t pos) {
-  return k_i8_.size() > 0 ? k_i8_.as<int8_t>() + Offset(layer, seq, pos) : nullptr;
-}
-float* ContiguousKvCache::KeyScaleSlot(int32_t layer, int32_t seq, int32_t pos) {
-  return k_i8_.size() > 0 ? k_scale_.as<float>() + Offset(layer, seq, pos) / static_cast<size_t>(head_dim_)
-                          : nullptr;
 }
 
 }  // namespace ferry

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "kernels/kernels.h"
 #include "model/forward_batch.h"
+#include "model/int8_key_copy.h"
 
 namespace ferry {
 
@@ -65,19 +66,22 @@ class ContiguousKvCache final : public KvCache {
   float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
   float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
   kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
-  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.size() + k_scale_.size(); }
-  Status EnableInt8Keys() override;
-  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override;
-  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override;
+  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.Bytes(); }
+  Status EnableInt8Keys() override { return k_i8_.Allocate(k_.size() / sizeof(float), head_dim_, "--ctx"); }
+  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override {
+    return k_i8_.Keys(Offset(layer, seq, slot));
+  }
+  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override {
+    return k_i8_.Scales(Offset(layer, seq, slot));
+  }
 
  private:
   size_t Offset(int32_t layer, int32_t seq, int32_t pos) const;
 
   int32_t n_layers_ = 0, n_seqs_ = 0, max_seq_len_ = 0, row_ = 0;  // row_ = n_kv_heads * head_dim
   int32_t head_dim_ = 0;
-  AlignedBuffer k_, v_;    // [n_layers, n_seqs, max_seq_len, n_kv_heads, head_dim]
-  AlignedBuffer k_i8_;     // [n_layers, n_seqs, max_seq_len, n_kv_heads, head_dim] int8 (progressive)
-  AlignedBuffer k_scale_;  // [n_layers, n_seqs, max_seq_len, n_kv_heads] f32
+  AlignedBuffer k_, v_;               // [n_layers, n_seqs, max_seq_len, n_kv_heads, head_dim]
+  Int8KeyCopy k_i8_;                  // progressive attention's copy of k_, off unless enabled
   std::vector<int32_t> block_table_;  // [n_seqs]: block_table_[s] = s
 };
 

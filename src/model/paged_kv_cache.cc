@@ -57,36 +57,8 @@ kernels::KvBlocks PagedKvCache::View(int32_t layer, int32_t seq) const {
   const size_t layer_off = static_cast<size_t>(layer) * num_blocks_ * block_size_ * row_;
   kernels::KvBlocks view{k_.as<float>() + layer_off, v_.as<float>() + layer_off,
                          tables_[static_cast<size_t>(seq)].data(), block_size_};
-  if (k_i8_.size() > 0) {
-    view.k_i8 = k_i8_.as<int8_t>() + layer_off;
-    view.k_i8_scale = k_scale_.as<float>() + layer_off / static_cast<size_t>(head_dim_);
-  }
+  k_i8_.Attach(view, layer_off);
   return view;
-}
-
-Status PagedKvCache::EnableInt8Keys() {
-  if (k_i8_.size() > 0) return Status::Ok();
-  const size_t elems = k_.size() / sizeof(float);  // [n_layers, num_blocks, block_size, row]
-  try {
-    k_i8_ = AlignedBuffer(elems);
-    k_scale_ = AlignedBuffer(elems / static_cast<size_t>(head_dim_) * sizeof(float));
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError(
-        "cannot allocate the INT8 key copy ({} MiB) for --attn-progressive; lower --kv-cache-memory",
-        elems >> 20);
-  }
-  // Zeroed: keys written before this call have no copy (the model enables it before its first pass).
-  k_i8_.Zero();
-  k_scale_.Zero();
-  return Status::Ok();
-}
-
-int8_t* PagedKvCache::KeySlotInt8(int32_t layer, int32_t seq, int32_t pos) {
-  return k_i8_.size() > 0 ? k_i8_.as<int8_t>() + Offset(layer, seq, pos) : nullptr;
-}
-float* PagedKvCache::KeyScaleSlot(int32_t layer, int32_t seq, int32_t pos) {
-  return k_i8_.size() > 0 ? k_scale_.as<float>() + Offset(layer, seq, pos) / static_cast<size_t>(head_dim_)
-                          : nullptr;
 }
 
 void PagedKvCache::SetBlockTable(int32_t slot, std::span<const int32_t> blocks) {
@@ -108,11 +80,7 @@ void PagedKvCache::MoveRow(int32_t slot, int32_t from, int32_t to) {
   for (int32_t l = 0; l < n_layers_; ++l) {
     std::memcpy(k_.as<float>() + Offset(l, slot, to), k_.as<float>() + Offset(l, slot, from), row_bytes);
     std::memcpy(v_.as<float>() + Offset(l, slot, to), v_.as<float>() + Offset(l, slot, from), row_bytes);
-    if (k_i8_.size() > 0) {
-      std::memcpy(KeySlotInt8(l, slot, to), KeySlotInt8(l, slot, from), static_cast<size_t>(row_));
-      std::memcpy(KeyScaleSlot(l, slot, to), KeyScaleSlot(l, slot, from),
-                  static_cast<size_t>(row_ / head_dim_) * sizeof(float));
-    }
+    k_i8_.Copy(Offset(l, slot, to), Offset(l, slot, from), static_cast<size_t>(row_));
   }
 }
 
@@ -125,14 +93,7 @@ void PagedKvCache::CopyBlock(int32_t src, int32_t dst) {
                 block_floats * sizeof(float));
     std::memcpy(v_.as<float>() + base + dst * block_floats, v_.as<float>() + base + src * block_floats,
                 block_floats * sizeof(float));
-    if (k_i8_.size() > 0) {
-      std::memcpy(k_i8_.as<int8_t>() + base + dst * block_floats,
-                  k_i8_.as<int8_t>() + base + src * block_floats, block_floats);
-      const size_t block_rows = block_floats / static_cast<size_t>(head_dim_),
-                   rbase = base / static_cast<size_t>(head_dim_);
-      std::memcpy(k_scale_.as<float>() + rbase + dst * block_rows,
-                  k_scale_.as<float>() + rbase + src * block_rows, block_rows * sizeof(float));
-    }
+    k_i8_.Copy(base + dst * block_floats, base + src * block_floats, block_floats);
   }
 }
 

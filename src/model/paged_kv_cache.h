@@ -9,6 +9,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/status.h"
+#include "model/int8_key_copy.h"
 #include "model/kv_cache.h"
 
 namespace ferry {
@@ -52,13 +53,19 @@ class PagedKvCache final : public KvCache {
   // Progressive attention's INT8 key copy (KvCache::EnableInt8Keys), in the same block layout
   // as K, so prefix-shared, copied-on-write and compacted blocks carry it along. Allocated on
   // first use beside --kv-cache-memory: (head_dim + 4) / (4 * head_dim) of the K bytes.
-  Status EnableInt8Keys() override;
-  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override;
-  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override;
+  Status EnableInt8Keys() override {
+    return k_i8_.Allocate(k_.size() / sizeof(float), head_dim_, "--kv-cache-memory");
+  }
+  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override {
+    return k_i8_.Keys(Offset(layer, seq, slot));
+  }
+  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override {
+    return k_i8_.Scales(Offset(layer, seq, slot));
+  }
 
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
-  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.size() + k_scale_.size(); }
+  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.Bytes(); }
 
  private:
   size_t Offset(int32_t layer, int32_t seq, int32_t pos) const;
@@ -67,8 +74,7 @@ class PagedKvCache final : public KvCache {
           max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
   int32_t head_dim_ = 0;
   AlignedBuffer k_, v_;                       // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
-  AlignedBuffer k_i8_;                        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] int8
-  AlignedBuffer k_scale_;                     // [n_layers, num_blocks, block_size, n_kv_heads] f32
+  Int8KeyCopy k_i8_;                          // progressive attention's copy of k_, off unless enabled
   std::vector<std::vector<int32_t>> tables_;  // [n_slots][blocks of that slot]
   std::vector<int32_t> slot_shift_;           // [n_slots] cache slot - position
   std::vector<float*> weight_sums_;           // [n_slots] H2O score accumulators or null
