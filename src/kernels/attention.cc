@@ -35,6 +35,10 @@ constexpr int kKvChunk = 256;     // keys per partial softmax (split unit along 
 constexpr int kMaxGroup = 64;     // heads processed together
 constexpr int kMaxQueryTile = 8;  // queries per task
 constexpr int kTileRows = 32;     // target rows (queries x heads) per task: Q, S, acc fit L1/L2
+// Below this many multiply-adds per pass (sum of keys x heads x head_dim) a call runs on the
+// calling thread: waking the pool costs more than it saves (a decode step of short sequences
+// calls Attention once per sequence). Threads never change the bits, so this is safe.
+constexpr int64_t kMinParallelWork = int64_t{1} << 17;
 
 struct AttnArgs {
   const float* q;
@@ -89,25 +93,6 @@ int NumChunks(int n_keys) {
   return (n_keys + kKvChunk - 1) / kKvChunk;
 }
 
-// Online-softmax update of one row over its n valid scores s[0..n) of a tile (s[n..n_tile)
-// become 0 so the P.V kernel adds nothing for them): rescale acc when the max grows.
-void SoftmaxRow(const internal::KernelTable& tab, float* s, int n, int n_tile, float& m, float& l, float* acc,
-                int hd) {
-  float tile_max = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < n; ++j) tile_max = std::max(tile_max, s[j]);
-  if (tile_max > m) {
-    const float c = std::exp(m - tile_max);  // 0 on the first tile (m = -inf)
-    tab.scale(acc, c, hd);
-    l *= c;
-    m = tile_max;
-  }
-  for (int j = 0; j < n; ++j) {
-    s[j] = std::exp(s[j] - m);
-    l += s[j];
-  }
-  std::fill(s + n, s + n_tile, 0.f);
-}
-
 // The rows of `task` whose queries reach chunk c attend its keys -> p (rows indexed as the
 // task's; rows not reaching chunk c are left untouched). Returns whether any row did.
 bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
@@ -153,12 +138,27 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
       }
       const int n = p1 - p0;
       const int64_t off = base + (p0 - blk0) * a.kv_stride;
+      // The tile's V rows are strided (n_kv_heads heads apart): fetch them while scoring.
+      for (int j = 0; j < n; ++j)
+        for (int d = 0; d < hd; d += 16) __builtin_prefetch(kv.v_cache + off + j * a.kv_stride + d);
       tab.attn_scores(w.q_rows.data(), na, kv.k_cache + off, a.kv_stride, n, hd, a.scale, w.s.data(),
                       kKeyTile);
-      for (int x = 0; x < na; ++x) {
+      // And the next tile's K rows while this one finishes (softmax, P.V).
+      for (int key = p1; key < std::min(k_end, p1 + kKeyTile); ++key) {
+        const float* k_row = kv.k_cache +
+                             (static_cast<int64_t>(kv.block_table[key / kv.block_size]) * kv.block_size +
+                              key % kv.block_size) *
+                                 a.kv_stride +
+                             static_cast<int64_t>(kvh) * hd;
+        for (int d = 0; d < hd; d += 16) __builtin_prefetch(k_row + d);
+      }
+      for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
         const int r = w.ids[x];
-        SoftmaxRow(tab, w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n, p.m[r], p.l[r],
-                   w.acc_rows[x], hd);
+        float tile_sum;
+        const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,
+                                         &p.m[r], &tile_sum);
+        if (c != 1.f) tab.scale(w.acc_rows[x], c, hd);  // the max grew: rescale (exact skip when c = 1)
+        p.l[r] = p.l[r] * c + tile_sum;
       }
       tab.attn_pv(w.s.data(), kKeyTile, na, kv.v_cache + off, a.kv_stride, n, hd, w.acc_rows.data());
     }
@@ -209,9 +209,14 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
   const AttnArgs a{
       q,     q_pos, n_heads, head_dim, n_heads / n_kv_heads, static_cast<int64_t>(n_kv_heads) * head_dim,
       scale, &kv,   out};
-  const int threads = pool ? pool->size() : 1;
   int max_chunks = 0;
-  for (int t = 0; t < n_q; ++t) max_chunks = std::max(max_chunks, NumChunks(q_pos[t] + 1));
+  int64_t total_keys = 0;
+  for (int t = 0; t < n_q; ++t) {
+    max_chunks = std::max(max_chunks, NumChunks(q_pos[t] + 1));
+    total_keys += q_pos[t] + 1;
+  }
+  if (total_keys * n_heads * head_dim < kMinParallelWork) pool = nullptr;
+  const int threads = pool ? pool->size() : 1;
   // Heads per task: the whole GQA group when the tasks (times chunks, when splitting) still
   // give every thread two, else fewer (more parallelism, e.g. decode with few KV heads).
   auto pick_per_task = [&](int64_t units_per_head_task) {

@@ -37,6 +37,11 @@ struct KernelTable {
   // a key masked with p = 0 costs no bits.
   void (*attn_pv)(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys,
                   int head_dim, float* const* acc);
+  // One row's online-softmax step over its n >= 1 scores s[0..n) of a key tile: m' = max(*m,
+  // max_j s[j]); s[j] = exp(s[j] - m'), s[n..n_tile) = 0; *tile_sum = sum of the new s[0..n)
+  // (order fixed by n); *m = m'. Returns exp(old m - m'), the factor for the row's acc and sum
+  // (0 when the old m is -inf, exactly 1 when the max did not grow).
+  float (*attn_softmax)(float* s, int n, int n_tile, float* m, float* tile_sum);
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
   void (*add_rms_norm)(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
   void (*softmax)(float* x, int64_t n);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -105,6 +106,35 @@ TEST(AttentionMicroKernels, ZeroWeightLeavesAccumulatorBitIdentical) {
     float* pa = acc.data();
     tab.attn_pv(p.data(), nk, 1, v.row(0), v.stride, nk, hd, &pa);
     ASSERT_EQ(0, std::memcmp(acc.data(), before.data(), acc.size() * 4)) << IsaName(isa);
+  }
+}
+
+TEST(AttentionMicroKernels, SoftmaxStepMatchesScalarTruth) {
+  std::mt19937 rng(54);
+  std::uniform_int_distribution<int> n_d(1, 64);
+  const internal::KernelTable& scalar = internal::TableFor(Isa::kScalar);
+  for (Isa isa : testing::TestIsas()) {
+    const internal::KernelTable& tab = internal::TableFor(isa);
+    for (int rep = 0; rep < 40; ++rep) {
+      const int n = n_d(rng), n_tile = 64;
+      SCOPED_TRACE(std::string(IsaName(isa)) + " n=" + std::to_string(n) + " rep=" + std::to_string(rep));
+      std::vector<float> s = testing::RandomFloats(rng, n_tile, 3.f), s_want = s;
+      // The running max: none yet, below the tile's max, or above it (no rescale: c = 1).
+      const float m0 = rep % 3 == 0 ? -std::numeric_limits<float>::infinity() : (rep % 3 == 1 ? -1.f : 20.f);
+      float m = m0, m_want = m0, sum = -1.f, sum_want = -1.f;
+      const float c = tab.attn_softmax(s.data(), n, n_tile, &m, &sum);
+      const float c_want = scalar.attn_softmax(s_want.data(), n, n_tile, &m_want, &sum_want);
+      ASSERT_EQ(m, m_want);  // a max is exact
+      ASSERT_NEAR(c, c_want, 1e-6f * c_want);
+      if (rep % 3 == 0) {
+        ASSERT_EQ(c, 0.f);
+      } else if (rep % 3 == 2) {
+        ASSERT_EQ(c, 1.f);
+      }
+      ASSERT_NEAR(sum, sum_want, 1e-5f * sum_want + 1e-30f);
+      for (int j = 0; j < n; ++j) ASSERT_NEAR(s[j], s_want[j], 1e-6f * s_want[j] + 1e-30f) << j;
+      for (int j = n; j < n_tile; ++j) ASSERT_EQ(s[j], 0.f) << j;
+    }
   }
 }
 

@@ -47,6 +47,7 @@ void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_str
                 float scale, float* s, int ld_s);
 void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
             float* const* acc);
+float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum);
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
