@@ -143,14 +143,17 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
         for (int d = 0; d < hd; d += 16) __builtin_prefetch(kv.v_cache + off + j * a.kv_stride + d);
       tab.attn_scores(w.q_rows.data(), na, kv.k_cache + off, a.kv_stride, n, hd, a.scale, w.s.data(),
                       kKeyTile);
-      // And the next tile's K rows while this one finishes (softmax, P.V).
-      for (int key = p1; key < std::min(k_end, p1 + kKeyTile); ++key) {
-        const float* k_row = kv.k_cache +
-                             (static_cast<int64_t>(kv.block_table[key / kv.block_size]) * kv.block_size +
-                              key % kv.block_size) *
-                                 a.kv_stride +
-                             static_cast<int64_t>(kvh) * hd;
-        for (int d = 0; d < hd; d += 16) __builtin_prefetch(k_row + d);
+      // And the next tile's K rows (same block, or the next one) while this one finishes.
+      if (p1 < k_end) {
+        const int nb0 = p1 / kv.block_size * kv.block_size;
+        const int n1 = std::min({k_end, nb0 + kv.block_size, p1 + kKeyTile});
+        const float* k_next =
+            kv.k_cache +
+            (static_cast<int64_t>(kv.block_table[nb0 / kv.block_size]) * kv.block_size + p1 - nb0) *
+                a.kv_stride +
+            static_cast<int64_t>(kvh) * hd;
+        for (int j = 0; j < n1 - p1; ++j)
+          for (int d = 0; d < hd; d += 16) __builtin_prefetch(k_next + j * a.kv_stride + d);
       }
       for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
         const int r = w.ids[x];

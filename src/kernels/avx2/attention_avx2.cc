@@ -54,30 +54,34 @@ inline void StoreScores(const Quad& acc, float scale, int nk, float* out) {
   }
 }
 
-// Scores of 1 or 2 rows (kTwo) x 4 keys (k: 4 row pointers; the unused ones repeat a valid
-// row and their results are dropped). Each (row, key) accumulates 8 lanes over d with FMAs in
+// Scores of NR (1..3) rows x 4 keys (k: 4 row pointers; the unused ones repeat a valid row
+// and their results are dropped). Each (row, key) accumulates 8 lanes over d with FMAs in
 // order, then Hsum4: the same sequence whichever block the row is in.
-template <bool kTwo>
+template <int NR>
 void ScoresBlock(const float* const* q, const float* const* k, int nk, int hd, float scale, float* s,
                  int ld_s) {
-  Quad r0 = ZeroQuad(), r1 = ZeroQuad();
-  const float *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3], *q0 = q[0], *q1 = kTwo ? q[1] : q[0];
+  Quad r0 = ZeroQuad(), r1 = ZeroQuad(), r2 = ZeroQuad();
+  const float *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
+  const float *q0 = q[0], *q1 = q[NR > 1 ? 1 : 0], *q2 = q[NR > 2 ? 2 : 0];
   int d = 0;
   for (; d + 8 <= hd; d += 8) {
     const __m256 k0 = _mm256_loadu_ps(k0p + d), k1 = _mm256_loadu_ps(k1p + d);
     const __m256 k2 = _mm256_loadu_ps(k2p + d), k3 = _mm256_loadu_ps(k3p + d);
     FmaQuad(r0, _mm256_loadu_ps(q0 + d), k0, k1, k2, k3);
-    if constexpr (kTwo) FmaQuad(r1, _mm256_loadu_ps(q1 + d), k0, k1, k2, k3);
+    if constexpr (NR > 1) FmaQuad(r1, _mm256_loadu_ps(q1 + d), k0, k1, k2, k3);
+    if constexpr (NR > 2) FmaQuad(r2, _mm256_loadu_ps(q2 + d), k0, k1, k2, k3);
   }
   if (d < hd) {  // ragged head_dim: zero lanes add exact zeros
     const __m256i m = LaneMask(hd - d);
     const __m256 k0 = _mm256_maskload_ps(k0p + d, m), k1 = _mm256_maskload_ps(k1p + d, m);
     const __m256 k2 = _mm256_maskload_ps(k2p + d, m), k3 = _mm256_maskload_ps(k3p + d, m);
     FmaQuad(r0, _mm256_maskload_ps(q0 + d, m), k0, k1, k2, k3);
-    if constexpr (kTwo) FmaQuad(r1, _mm256_maskload_ps(q1 + d, m), k0, k1, k2, k3);
+    if constexpr (NR > 1) FmaQuad(r1, _mm256_maskload_ps(q1 + d, m), k0, k1, k2, k3);
+    if constexpr (NR > 2) FmaQuad(r2, _mm256_maskload_ps(q2 + d, m), k0, k1, k2, k3);
   }
   StoreScores(r0, scale, nk, s);
-  if constexpr (kTwo) StoreScores(r1, scale, nk, s + ld_s);
+  if constexpr (NR > 1) StoreScores(r1, scale, nk, s + ld_s);
+  if constexpr (NR > 2) StoreScores(r2, scale, nk, s + 2 * ld_s);
 }
 
 // 2 vectors (16 dims) of one row's accumulator.
@@ -162,10 +166,12 @@ void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_str
     const float* kr[4];
     for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
     int r = 0;
-    for (; r + 2 <= n_rows; r += 2)
-      ScoresBlock<true>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    if (r < n_rows)
-      ScoresBlock<false>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    for (; r + 3 <= n_rows; r += 3)
+      ScoresBlock<3>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    if (n_rows - r == 2)
+      ScoresBlock<2>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    if (n_rows - r == 1)
+      ScoresBlock<1>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
   }
 }
 
