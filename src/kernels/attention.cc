@@ -9,8 +9,10 @@
 // tile ends at its own position. So the arithmetic of a (query, head) pair -- chunks, tiles,
 // rescales, merge order -- is a function of its position and the block size only: never of
 // n_q, the batch, the query tile, head grouping or thread count. The micro-kernels
-// (dispatch.h attn_scores / attn_pv) keep that: a row's sums never depend on the rows beside
-// it, and a key past a query's position gets p = 0, which leaves its accumulator bit-identical.
+// (dispatch.h attn_scores / attn_softmax / attn_pv) keep that: a row's sums never depend on
+// the rows beside it, and a key past a query's position gets p = 0, which leaves its
+// accumulator bit-identical. A tile's rows (query x head) are scored against the key tile
+// together, so one loaded K or V row feeds several rows from registers.
 // Both schedules below run exactly that arithmetic, so their bits agree:
 //  - many tasks (prefill): a task is a query tile (up to kMaxQueryTile consecutive queries of
 //    the call) x a group of heads sharing a KV head. It walks the key tiles once for all its
@@ -18,7 +20,8 @@
 //    merges chunk partials as it goes;
 //  - few tasks (decode, batch 1): every (query, head group, chunk) is a parallel item writing
 //    its partial to scratch, then each (query, group) merges its partials in chunk order, so
-//    one long sequence still keeps every thread busy.
+//    one long sequence still keeps every thread busy. Its rows are the group's heads of one
+//    query: the same micro-kernels, the same bits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -53,7 +56,6 @@ struct AttnArgs {
 // Queries t0..t0+nq-1 (call order) x heads h0..h0+nh-1 (one KV head): row r = qi * nh + i.
 struct Task {
   int t0, nq, h0, nh;
-  int rows() const { return nq * nh; }
 };
 
 // A partial softmax of R rows: m, l: [R]; acc: [R, head_dim].
@@ -244,7 +246,10 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
     auto work = [&](int64_t begin, int64_t end) {
       Scratch w(q_tile * per_task, head_dim);
       for (int64_t idx = begin; idx < end; ++idx) {
-        const int t0 = static_cast<int>(idx / tasks_per_tile) * q_tile;
+        // Tiles taken from both ends in turn: a thread's contiguous range of tasks then mixes
+        // short (early) and long (late) causal rows, balancing a whole prefill.
+        const int i = static_cast<int>(idx / tasks_per_tile);
+        const int t0 = (i % 2 == 0 ? i / 2 : n_tiles - 1 - i / 2) * q_tile;
         const Task task{t0, std::min(q_tile, n_q - t0), static_cast<int>(idx % tasks_per_tile) * per_task,
                         per_task};
         for (int c = 0; AttendChunk(tab, a, task, c, c == 0 ? w.run : w.part, w); ++c)
