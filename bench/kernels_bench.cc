@@ -2,6 +2,7 @@
 // plus the elementwise kernels and attention. Run: kernels_bench --benchmark_filter=Gemv
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -237,6 +238,95 @@ BENCHMARK(BM_AttentionPrefill)
     ->Args({512, 0, 1})
     ->Args({512, 1, 1})
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Query-tiled attention at smollm-135m shapes (9 heads / 3 KV heads, head_dim 64, blocks of
+// 16): args mode (0 naive reference, 1 tiled kernel, 2 tiled kernel fed one query per call,
+// i.e. no query tile: K/V re-streamed per query), n_q, n_ctx, threads. The queries are the
+// last n_q positions of an n_ctx context (n_q = n_ctx: a whole causal prefill).
+// Run: kernels_bench --benchmark_filter=AttentionTiles
+void BM_AttentionTiles(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0)), n_q = static_cast<int>(state.range(1));
+  const int n_ctx = static_cast<int>(state.range(2)), threads = static_cast<int>(state.range(3));
+  const int bs = 16, hd = 64, nh = 9, nkv = 3, nb = (n_ctx + bs - 1) / bs;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  // k, v: [nb, bs, nkv, hd]; q, out: [n_q, nh, hd]
+  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd), v(k.size()),
+      q(static_cast<size_t>(n_q) * nh * hd);
+  for (auto* vec : {&k, &v, &q})
+    for (auto& x : *vec) x = d(rng);
+  std::vector<float> out(q.size());
+  std::vector<int32_t> table(nb), pos(n_q);
+  for (int i = 0; i < nb; ++i) table[i] = nb - 1 - i;
+  for (int i = 0; i < n_q; ++i) pos[i] = n_ctx - n_q + i;
+  KvBlocks kv{k.data(), v.data(), table.data(), bs};
+  ThreadPool pool(threads);
+  ThreadPool* p = threads > 1 ? &pool : nullptr;
+  const int row = nh * hd;
+  for (auto _ : state) {
+    if (mode == 0) {
+      ref::AttentionNaive(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data());
+    } else if (mode == 1) {
+      Attention(q.data(), n_q, pos.data(), nh, nkv, hd, 0.125f, kv, out.data(), p);
+    } else {
+      for (int t = 0; t < n_q; ++t)
+        Attention(q.data() + t * row, 1, &pos[t], nh, nkv, hd, 0.125f, kv, out.data() + t * row, p);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  static const char* const kNames[] = {"naive", "tiled", "tiled-1q"};
+  state.SetLabel(kNames[mode]);
+}
+BENCHMARK(BM_AttentionTiles)
+    ->Args({0, 512, 4096, 1})
+    ->Args({1, 512, 4096, 1})
+    ->Args({2, 512, 4096, 1})
+    ->Args({1, 512, 4096, 2})
+    ->Args({1, 4096, 4096, 1})
+    ->Args({1, 4096, 4096, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Batched decode as llama.cc runs it: one Attention call per sequence (1 query each), 32
+// sequences of 64 cached keys with shuffled blocks, smollm-135m heads (9 / 3 KV, head_dim 64).
+// Args: mode (0 naive, 1 tiled), threads.
+void BM_AttentionDecodeBatch(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
+  const int n_seq = 32, n_ctx = 64, bs = 16, hd = 64, nh = 9, nkv = 3, nb = n_ctx / bs;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> d(0.f, 1.f);
+  // k, v: [n_seq * nb, bs, nkv, hd] (one pool); q, out: [n_seq, nh, hd]
+  std::vector<float> k(static_cast<size_t>(n_seq) * nb * bs * nkv * hd), v(k.size()),
+      q(static_cast<size_t>(n_seq) * nh * hd);
+  for (auto* vec : {&k, &v, &q})
+    for (auto& x : *vec) x = d(rng);
+  std::vector<float> out(q.size());
+  std::vector<int32_t> blocks(static_cast<size_t>(n_seq) * nb);  // [n_seq, nb] block tables
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  const int32_t pos = n_ctx - 1;
+  ThreadPool pool(threads);
+  const int row = nh * hd;
+  for (auto _ : state) {
+    for (int s = 0; s < n_seq; ++s) {
+      KvBlocks kv{k.data(), v.data(), blocks.data() + s * nb, bs};
+      if (mode == 0) {
+        ref::AttentionNaive(q.data() + s * row, 1, &pos, nh, nkv, hd, 0.125f, kv, out.data() + s * row);
+      } else {
+        Attention(q.data() + s * row, 1, &pos, nh, nkv, hd, 0.125f, kv, out.data() + s * row,
+                  threads > 1 ? &pool : nullptr);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(mode == 0 ? "naive" : "tiled");
+}
+BENCHMARK(BM_AttentionDecodeBatch)
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 }  // namespace

@@ -1,19 +1,27 @@
-// Causal attention over block-table KV with online softmax (FlashAttention-style running max
-// and sum; no n_q x n_keys matrix), split along the sequence (flash-decoding).
+// Causal attention over block-table KV with online softmax (FlashAttention-2 style: query
+// tiles x key tiles, running max and sum, no n_q x n_keys matrix), split along the sequence
+// (flash-decoding) when there are few tasks.
 //
 // Keys are cut into chunks of kKvChunk positions at absolute multiples of kKvChunk. Each chunk
 // yields a partial softmax (max m, sum l, unnormalized p*v accumulator); the chunks of a
 // (query, head) are then merged in chunk order, the first chunk taken as is. Inside a chunk,
-// key tiles of kKeyTile start at the chunk start and at each KV block start. So the arithmetic
-// of a (query, head) pair -- chunks, tiles, rescales, merge order -- is a function of its
-// position and the block size only: never of n_q, the batch, head grouping or thread count.
+// key tiles of kKeyTile start at the chunk start and at each KV block start; a query's last
+// tile ends at its own position. So the arithmetic of a (query, head) pair -- chunks, tiles,
+// rescales, merge order -- is a function of its position and the block size only: never of
+// n_q, the batch, the query tile, head grouping or thread count. The micro-kernels
+// (dispatch.h attn_scores / attn_softmax / attn_pv) keep that: a row's sums never depend on
+// the rows beside it, and a key past a query's position gets p = 0, which leaves its
+// accumulator bit-identical. A tile's rows (query x head) are scored against the key tile
+// together, so one loaded K or V row feeds several rows from registers.
 // Both schedules below run exactly that arithmetic, so their bits agree:
-//  - many (query, head-group) tasks (prefill): each task walks its chunks and merges as it goes;
-//  - few tasks (decode, batch 1): every (query, group, chunk) is a parallel item writing its
-//    partial to scratch, then each (query, group) merges its partials in chunk order, so one
-//    long sequence still keeps every thread busy.
-// GQA: the heads sharing a KV head are processed together, key tile by key tile, so each K/V
-// row is read from memory once per group and then hits L1 for the other heads.
+//  - many tasks (prefill): a task is a query tile (up to kMaxQueryTile consecutive queries of
+//    the call) x a group of heads sharing a KV head. It walks the key tiles once for all its
+//    rows (query x head), so each K/V row is read once per tile instead of once per query, and
+//    merges chunk partials as it goes;
+//  - few tasks (decode, batch 1): every (query, head group, chunk) is a parallel item writing
+//    its partial to scratch, then each (query, group) merges its partials in chunk order, so
+//    one long sequence still keeps every thread busy. Its rows are the group's heads of one
+//    query: the same micro-kernels, the same bits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,9 +33,15 @@
 namespace ferry::kernels {
 namespace {
 
-constexpr int kKeyTile = 64;   // keys scored before one rescale of the accumulator
-constexpr int kKvChunk = 256;  // keys per partial softmax (split unit along the sequence)
-constexpr int kMaxGroup = 64;  // heads processed together
+constexpr int kKeyTile = 64;      // keys scored before one rescale of the accumulator
+constexpr int kKvChunk = 256;     // keys per partial softmax (split unit along the sequence)
+constexpr int kMaxGroup = 64;     // heads processed together
+constexpr int kMaxQueryTile = 8;  // queries per task
+constexpr int kTileRows = 32;     // target rows (queries x heads) per task: Q, S, acc fit L1/L2
+// Below this many multiply-adds per pass (sum of keys x heads x head_dim) a call runs on the
+// calling thread: waking the pool costs more than it saves (a decode step of short sequences
+// calls Attention once per sequence). Threads never change the bits, so this is safe.
+constexpr int64_t kMinParallelWork = int64_t{1} << 17;
 
 struct AttnArgs {
   const float* q;
@@ -39,98 +53,157 @@ struct AttnArgs {
   float* out;
 };
 
-// A partial softmax of nh heads: m, l: [nh]; acc: [nh, head_dim].
+// Queries t0..t0+nq-1 (call order) x heads h0..h0+nh-1 (one KV head): row r = qi * nh + i.
+struct Task {
+  int t0, nq, h0, nh;
+};
+
+// A partial softmax of R rows: m, l: [R]; acc: [R, head_dim].
 struct Partial {
   float* m;
   float* l;
   float* acc;
 };
 
+// Per-thread scratch of a task of up to R rows, O(tile) (never n_q x n_keys):
+//   s:     [R, kKeyTile] scores, then probabilities, of one key tile
+//   q_rows, acc_rows: [R] pointers of the rows active in the current key tile
+//   ids:   [R] their task row indices; n_valid: [R] their keys in the tile
+//   run, part: partial softmaxes of R rows ([R] m, [R] l, [R, head_dim] acc each)
+struct Scratch {
+  std::vector<float> s;
+  std::vector<const float*> q_rows;
+  std::vector<float*> acc_rows;
+  std::vector<int> ids, n_valid;
+  std::vector<float> run_data, part_data;
+  Partial run, part;
+
+  Scratch(int rows, int hd)
+      : s(static_cast<size_t>(rows) * kKeyTile),
+        q_rows(rows),
+        acc_rows(rows),
+        ids(rows),
+        n_valid(rows),
+        run_data(static_cast<size_t>(rows) * (hd + 2)),
+        part_data(static_cast<size_t>(rows) * (hd + 2)) {
+    run = Partial{run_data.data(), run_data.data() + rows, run_data.data() + 2 * rows};
+    part = Partial{part_data.data(), part_data.data() + rows, part_data.data() + 2 * rows};
+  }
+};
+
 int NumChunks(int n_keys) {
   return (n_keys + kKvChunk - 1) / kKvChunk;
 }
 
-// Heads h0..h0+nh-1 (all reading KV head kvh) of query t over keys [k0, k1) -> p.
-//   s: [nh, kKeyTile] scores of one tile.
-void AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, int t, int h0, int nh, int kvh, int k0,
-                 int k1, const Partial& p, float* s) {
-  const int hd = a.head_dim;
-  float* m = p.m;
-  float* l = p.l;
-  float* acc = p.acc;
-  for (int i = 0; i < nh; ++i) {
-    m[i] = -std::numeric_limits<float>::infinity();
-    l[i] = 0.f;
+// The rows of `task` whose queries reach chunk c attend its keys -> p (rows indexed as the
+// task's; rows not reaching chunk c are left untouched). Returns whether any row did.
+bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
+                 const Partial& p, Scratch& w) {
+  const int hd = a.head_dim, nh = task.nh;
+  const int k0 = c * kKvChunk;
+  int k_end = k0;  // the furthest key any row reads in this chunk
+  for (int qi = 0; qi < task.nq; ++qi) {
+    const int n_keys = a.q_pos[task.t0 + qi] + 1;
+    if (n_keys <= k0) continue;
+    k_end = std::max(k_end, std::min(n_keys, k0 + kKvChunk));
+    for (int i = 0; i < nh; ++i) {
+      const int r = qi * nh + i;
+      p.m[r] = -std::numeric_limits<float>::infinity();
+      p.l[r] = 0.f;
+      std::fill(p.acc + static_cast<int64_t>(r) * hd, p.acc + static_cast<int64_t>(r + 1) * hd, 0.f);
+    }
   }
-  std::fill(acc, acc + static_cast<int64_t>(nh) * hd, 0.f);
-  const float* qv = a.q + (static_cast<int64_t>(t) * a.n_heads + h0) * hd;  // [nh, hd]
+  if (k_end == k0) return false;
   const KvBlocks& kv = *a.kv;
-  for (int pos = k0; pos < k1;) {
+  const int kvh = task.h0 / a.group;
+  for (int pos = k0; pos < k_end;) {
     const int blk0 = pos / kv.block_size * kv.block_size;
     const int64_t phys = kv.block_table[blk0 / kv.block_size];
-    const int blk_end = std::min(k1, blk0 + kv.block_size);
+    const int blk_end = std::min(k_end, blk0 + kv.block_size);
     const int64_t base = (phys * kv.block_size) * a.kv_stride + static_cast<int64_t>(kvh) * hd;
     for (int p0 = pos; p0 < blk_end; p0 += kKeyTile) {
       const int p1 = std::min(blk_end, p0 + kKeyTile);
-      for (int q = p0; q < p1; ++q) {
-        const float* k = kv.k_cache + base + (q - blk0) * a.kv_stride;
-        for (int i = 0; i < nh; ++i) s[i * kKeyTile + (q - p0)] = tab.dot_f32(qv + i * hd, k, hd) * a.scale;
-      }
-      for (int i = 0; i < nh; ++i) {
-        float tile_max = -std::numeric_limits<float>::infinity();
-        for (int q = p0; q < p1; ++q) tile_max = std::max(tile_max, s[i * kKeyTile + (q - p0)]);
-        if (tile_max > m[i]) {
-          const float c = std::exp(m[i] - tile_max);  // 0 on the first tile (m = -inf)
-          tab.scale(acc + i * hd, c, hd);
-          l[i] *= c;
-          m[i] = tile_max;
-        }
-        for (int q = p0; q < p1; ++q) {
-          float& sp = s[i * kKeyTile + (q - p0)];
-          sp = std::exp(sp - m[i]);
-          l[i] += sp;
+      // Rows with keys in [p0, p1); n = p1 - p0 (the row with the furthest query reads all).
+      int na = 0;
+      for (int qi = 0; qi < task.nq; ++qi) {
+        const int t = task.t0 + qi;
+        const int n_keys = a.q_pos[t] + 1;
+        if (n_keys <= p0) continue;
+        for (int i = 0; i < nh; ++i) {
+          const int r = qi * nh + i;
+          w.ids[na] = r;
+          w.n_valid[na] = std::min(n_keys, p1) - p0;
+          w.q_rows[na] = a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
+          w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * hd;
+          ++na;
         }
       }
-      for (int q = p0; q < p1; ++q) {
-        const float* v = kv.v_cache + base + (q - blk0) * a.kv_stride;
-        for (int i = 0; i < nh; ++i) tab.axpy(s[i * kKeyTile + (q - p0)], v, acc + i * hd, hd);
+      const int n = p1 - p0;
+      const int64_t off = base + (p0 - blk0) * a.kv_stride;
+      // The tile's V rows are strided (n_kv_heads heads apart): fetch them while scoring.
+      for (int j = 0; j < n; ++j)
+        for (int d = 0; d < hd; d += 16) __builtin_prefetch(kv.v_cache + off + j * a.kv_stride + d);
+      tab.attn_scores(w.q_rows.data(), na, kv.k_cache + off, a.kv_stride, n, hd, a.scale, w.s.data(),
+                      kKeyTile);
+      // And the next tile's K rows (same block, or the next one) while this one finishes.
+      if (p1 < k_end) {
+        const int nb0 = p1 / kv.block_size * kv.block_size;
+        const int n1 = std::min({k_end, nb0 + kv.block_size, p1 + kKeyTile});
+        const float* k_next =
+            kv.k_cache +
+            (static_cast<int64_t>(kv.block_table[nb0 / kv.block_size]) * kv.block_size + p1 - nb0) *
+                a.kv_stride +
+            static_cast<int64_t>(kvh) * hd;
+        for (int j = 0; j < n1 - p1; ++j)
+          for (int d = 0; d < hd; d += 16) __builtin_prefetch(k_next + j * a.kv_stride + d);
       }
+      for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
+        const int r = w.ids[x];
+        float tile_sum;
+        const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,
+                                         &p.m[r], &tile_sum);
+        if (c != 1.f) tab.scale(w.acc_rows[x], c, hd);  // the max grew: rescale (exact skip when c = 1)
+        p.l[r] = p.l[r] * c + tile_sum;
+      }
+      tab.attn_pv(w.s.data(), kKeyTile, na, kv.v_cache + off, a.kv_stride, n, hd, w.acc_rows.data());
     }
     pos = blk_end;
   }
+  return true;
 }
 
-// run = run (+) part: the exact merge of two partial softmaxes (each has >= 1 key, so m is
-// finite): both rescaled to the larger max, sums and accumulators added.
-void Merge(const internal::KernelTable& tab, int nh, int hd, const Partial& run, const Partial& part) {
-  for (int i = 0; i < nh; ++i) {
-    const float mx = std::max(run.m[i], part.m[i]);
-    const float cr = std::exp(run.m[i] - mx), cp = std::exp(part.m[i] - mx);
-    float* ra = run.acc + static_cast<int64_t>(i) * hd;
-    tab.scale(ra, cr, hd);
-    tab.axpy(cp, part.acc + static_cast<int64_t>(i) * hd, ra, hd);
-    run.l[i] = run.l[i] * cr + part.l[i] * cp;
-    run.m[i] = mx;
+// Row r: run = run (+) part, the exact merge of two partial softmaxes (each has >= 1 key, so m
+// is finite): both rescaled to the larger max, sums and accumulators added.
+void MergeRow(const internal::KernelTable& tab, int r, int hd, const Partial& run, const Partial& part) {
+  const float mx = std::max(run.m[r], part.m[r]);
+  const float cr = std::exp(run.m[r] - mx), cp = std::exp(part.m[r] - mx);
+  float* ra = run.acc + static_cast<int64_t>(r) * hd;
+  tab.scale(ra, cr, hd);
+  tab.axpy(cp, part.acc + static_cast<int64_t>(r) * hd, ra, hd);
+  run.l[r] = run.l[r] * cr + part.l[r] * cp;
+  run.m[r] = mx;
+}
+
+// Merges the rows of `task` that reached chunk c (> 0) into run.
+void MergeChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
+                const Partial& run, const Partial& part) {
+  for (int qi = 0; qi < task.nq; ++qi) {
+    if (a.q_pos[task.t0 + qi] + 1 <= c * kKvChunk) continue;
+    for (int i = 0; i < task.nh; ++i) MergeRow(tab, qi * task.nh + i, a.head_dim, run, part);
   }
 }
 
-void Finish(const AttnArgs& a, int t, int h0, int nh, const Partial& run) {
+void Finish(const AttnArgs& a, const Task& task, const Partial& run) {
   const int hd = a.head_dim;
-  for (int i = 0; i < nh; ++i) {
-    float* o = a.out + (static_cast<int64_t>(t) * a.n_heads + h0 + i) * hd;
-    const float inv = run.l[i] > 0.f ? 1.0f / run.l[i] : 0.f;
-    for (int d = 0; d < hd; ++d) o[d] = run.acc[static_cast<int64_t>(i) * hd + d] * inv;
+  for (int qi = 0; qi < task.nq; ++qi) {
+    for (int i = 0; i < task.nh; ++i) {
+      const int r = qi * task.nh + i;
+      float* o = a.out + (static_cast<int64_t>(task.t0 + qi) * a.n_heads + task.h0 + i) * hd;
+      const float inv = run.l[r] > 0.f ? 1.0f / run.l[r] : 0.f;
+      for (int d = 0; d < hd; ++d) o[d] = run.acc[static_cast<int64_t>(r) * hd + d] * inv;
+    }
   }
 }
-
-// Scratch for one partial of nh heads: [nh] m, [nh] l, [nh, hd] acc.
-struct PartialBuf {
-  std::vector<float> data;
-  Partial Make(int nh, int hd) {
-    data.resize(static_cast<size_t>(nh) * (hd + 2));
-    return Partial{data.data(), data.data() + nh, data.data() + 2 * nh};
-  }
-};
 
 }  // namespace
 
@@ -141,9 +214,14 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
   const AttnArgs a{
       q,     q_pos, n_heads, head_dim, n_heads / n_kv_heads, static_cast<int64_t>(n_kv_heads) * head_dim,
       scale, &kv,   out};
-  const int threads = pool ? pool->size() : 1;
   int max_chunks = 0;
-  for (int t = 0; t < n_q; ++t) max_chunks = std::max(max_chunks, NumChunks(q_pos[t] + 1));
+  int64_t total_keys = 0;
+  for (int t = 0; t < n_q; ++t) {
+    max_chunks = std::max(max_chunks, NumChunks(q_pos[t] + 1));
+    total_keys += q_pos[t] + 1;
+  }
+  if (total_keys * n_heads * head_dim < kMinParallelWork) pool = nullptr;
+  const int threads = pool ? pool->size() : 1;
   // Heads per task: the whole GQA group when the tasks (times chunks, when splitting) still
   // give every thread two, else fewer (more parallelism, e.g. decode with few KV heads).
   auto pick_per_task = [&](int64_t units_per_head_task) {
@@ -159,24 +237,27 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
 
   if (!split) {
     const int per_task = pick_per_task(n_q);
-    const int tasks_per_q = n_heads / per_task;
+    const int tasks_per_tile = n_heads / per_task;
+    // Queries per task: fill kTileRows rows, but keep two tasks per thread.
+    int q_tile = std::clamp(kTileRows / per_task, 1, kMaxQueryTile);
+    while (q_tile > 1 && static_cast<int64_t>((n_q + q_tile - 1) / q_tile) * tasks_per_tile < 2 * threads)
+      --q_tile;
+    const int n_tiles = (n_q + q_tile - 1) / q_tile;
     auto work = [&](int64_t begin, int64_t end) {
-      PartialBuf run_buf, part_buf;
-      std::vector<float> s(static_cast<size_t>(per_task) * kKeyTile);  // [per_task, kKeyTile]
-      const Partial run = run_buf.Make(per_task, head_dim), part = part_buf.Make(per_task, head_dim);
+      Scratch w(q_tile * per_task, head_dim);
       for (int64_t idx = begin; idx < end; ++idx) {
-        const int t = static_cast<int>(idx / tasks_per_q);
-        const int h0 = static_cast<int>(idx % tasks_per_q) * per_task;
-        const int n_keys = q_pos[t] + 1;
-        for (int c = 0; c < NumChunks(n_keys); ++c) {
-          const int k1 = std::min(n_keys, (c + 1) * kKvChunk);
-          AttendChunk(tab, a, t, h0, per_task, h0 / a.group, c * kKvChunk, k1, c == 0 ? run : part, s.data());
-          if (c > 0) Merge(tab, per_task, head_dim, run, part);
-        }
-        Finish(a, t, h0, per_task, run);
+        // Tiles taken from both ends in turn: a thread's contiguous range of tasks then mixes
+        // short (early) and long (late) causal rows, balancing a whole prefill.
+        const int i = static_cast<int>(idx / tasks_per_tile);
+        const int t0 = (i % 2 == 0 ? i / 2 : n_tiles - 1 - i / 2) * q_tile;
+        const Task task{t0, std::min(q_tile, n_q - t0), static_cast<int>(idx % tasks_per_tile) * per_task,
+                        per_task};
+        for (int c = 0; AttendChunk(tab, a, task, c, c == 0 ? w.run : w.part, w); ++c)
+          if (c > 0) MergeChunk(tab, a, task, c, w.run, w.part);
+        Finish(a, task, w.run);
       }
     };
-    const int64_t n_tasks = static_cast<int64_t>(n_q) * tasks_per_q;
+    const int64_t n_tasks = static_cast<int64_t>(n_tiles) * tasks_per_tile;
     if (pool && threads > 1) {
       pool->ParallelFor(n_tasks, work);
     } else {
@@ -195,27 +276,22 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
     float* p = parts.data() + item * part_floats;
     return Partial{p, p + per_task, p + 2 * per_task};
   };
+  auto task_of = [&](int64_t task) {
+    return Task{static_cast<int>(task / tasks_per_q), 1, static_cast<int>(task % tasks_per_q) * per_task,
+                per_task};
+  };
   pool->ParallelFor(n_items, [&](int64_t begin, int64_t end) {
-    std::vector<float> s(static_cast<size_t>(per_task) * kKeyTile);  // [per_task, kKeyTile]
-    for (int64_t item = begin; item < end; ++item) {
-      const int c = static_cast<int>(item % max_chunks);
-      const int64_t task = item / max_chunks;
-      const int t = static_cast<int>(task / tasks_per_q);
-      const int h0 = static_cast<int>(task % tasks_per_q) * per_task;
-      const int n_keys = q_pos[t] + 1;
-      if (c >= NumChunks(n_keys)) continue;
-      AttendChunk(tab, a, t, h0, per_task, h0 / a.group, c * kKvChunk, std::min(n_keys, (c + 1) * kKvChunk),
-                  part_at(item), s.data());
-    }
+    Scratch w(per_task, head_dim);
+    for (int64_t item = begin; item < end; ++item)
+      AttendChunk(tab, a, task_of(item / max_chunks), static_cast<int>(item % max_chunks), part_at(item), w);
   });
   pool->ParallelFor(static_cast<int64_t>(n_q) * tasks_per_q, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int t = static_cast<int>(task / tasks_per_q);
-      const int h0 = static_cast<int>(task % tasks_per_q) * per_task;
-      const Partial run = part_at(task * max_chunks);
-      for (int c = 1; c < NumChunks(q_pos[t] + 1); ++c)
-        Merge(tab, per_task, head_dim, run, part_at(task * max_chunks + c));
-      Finish(a, t, h0, per_task, run);
+    for (int64_t t = begin; t < end; ++t) {
+      const Task task = task_of(t);
+      const Partial run = part_at(t * max_chunks);
+      for (int c = 1; c < NumChunks(q_pos[task.t0] + 1); ++c)
+        MergeChunk(tab, a, task, c, run, part_at(t * max_chunks + c));
+      Finish(a, task, run);
     }
   });
 }

@@ -24,6 +24,24 @@ struct KernelTable {
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*scale)(float* y, float a, int64_t n);
+  // Attention micro-kernels (attention.cc). Row r's results depend only on its own inputs and
+  // n_keys, never on n_rows or the other rows: a (query, head) gets the same bits whatever
+  // query tile or head group it is computed in.
+  //   q: [n_rows] pointers to head_dim floats; k, v: n_keys rows of head_dim floats at k_stride /
+  //   v_stride floats apart; s, p: [n_rows, ld_s / ld_p]; acc: [n_rows] pointers to head_dim floats.
+  // s[r][j] = scale * (q[r] . k[j]), each dot summed over d in a fixed order.
+  void (*attn_scores)(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys,
+                      int head_dim, float scale, float* s, int ld_s);
+  // acc[r][d] += sum_j p[r][j] * v[j][d], added key by key, j = 0, 1, ... A zero p leaves acc
+  // unchanged (unless acc is -0, which attention's accumulators starting at +0 never are), so
+  // a key masked with p = 0 costs no bits.
+  void (*attn_pv)(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys,
+                  int head_dim, float* const* acc);
+  // One row's online-softmax step over its n >= 1 scores s[0..n) of a key tile: m' = max(*m,
+  // max_j s[j]); s[j] = exp(s[j] - m'), s[n..n_tile) = 0; *tile_sum = sum of the new s[0..n)
+  // (order fixed by n); *m = m'. Returns exp(old m - m'), the factor for the row's acc and sum
+  // (0 when the old m is -inf, exactly 1 when the max did not grow).
+  float (*attn_softmax)(float* s, int n, int n_tile, float* m, float* tile_sum);
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
   void (*add_rms_norm)(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
   void (*softmax)(float* x, int64_t n);

@@ -68,6 +68,12 @@ double ReadSum(const float* x, int64_t n);
 float DotF32Plain(const float* a, const float* b, int64_t n);  // float accumulation, in order
 void Axpy(float a, const float* x, float* y, int64_t n);       // y += a * x
 void Scale(float* y, float a, int64_t n);                      // y *= a
+// Attention micro-kernels (contracts in dispatch.h attn_scores / attn_pv).
+void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys, int head_dim,
+                float scale, float* s, int ld_s);
+void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
+            float* const* acc);
+float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum);
 
 // ---- Elementwise / normalization --------------------------------------------------------
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);

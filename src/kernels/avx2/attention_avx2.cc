@@ -1,0 +1,235 @@
+// AVX2+FMA attention micro-kernels (dispatch.h attn_scores / attn_pv), register-blocked so one
+// loaded K or V row feeds several query rows. Every (row, key) score and every (row, dim)
+// output runs the same instruction sequence whatever block it falls in: blocks only decide
+// which rows share a load, so a row's bits never depend on n_rows (batch invariance).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx2/avx2_util.h"
+
+namespace ferry::kernels::avx2 {
+namespace {
+
+// Lanes [0, n) set, n in 0..8.
+inline __m256i LaneMask(int n) {
+  alignas(32) static const int32_t kBits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - n));
+}
+
+// Lane sums of a, b, c, d into lanes 0..3, each by the same tree ((x01 + x23) + (x45 + x67)),
+// so a sum does not depend on the vectors beside it.
+inline __m128 Hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_hadd_ps(a, b);      // a01 a23 b01 b23 | a45 a67 b45 b67
+  const __m256 cd = _mm256_hadd_ps(c, d);      // c01 c23 d01 d23 | c45 c67 d45 d67
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // a0123 b0123 c0123 d0123 | a4567 b4567 ...
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// Accumulators as named members (not arrays), so GCC keeps them in registers.
+struct Quad {
+  __m256 a0, a1, a2, a3;
+};
+inline Quad ZeroQuad() {
+  return Quad{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+inline void FmaQuad(Quad& acc, __m256 qv, __m256 k0, __m256 k1, __m256 k2, __m256 k3) {
+  acc.a0 = _mm256_fmadd_ps(qv, k0, acc.a0);
+  acc.a1 = _mm256_fmadd_ps(qv, k1, acc.a1);
+  acc.a2 = _mm256_fmadd_ps(qv, k2, acc.a2);
+  acc.a3 = _mm256_fmadd_ps(qv, k3, acc.a3);
+}
+inline void StoreScores(const Quad& acc, float scale, int nk, float* out) {
+  const __m128 sums = _mm_mul_ps(Hsum4(acc.a0, acc.a1, acc.a2, acc.a3), _mm_set1_ps(scale));
+  if (nk == 4) {
+    _mm_storeu_ps(out, sums);
+  } else {
+    alignas(16) float tmp[4];
+    _mm_store_ps(tmp, sums);
+    for (int j = 0; j < nk; ++j) out[j] = tmp[j];
+  }
+}
+
+// Scores of NR (1..3) rows x 4 keys (k: 4 row pointers; the unused ones repeat a valid row
+// and their results are dropped). Each (row, key) accumulates 8 lanes over d with FMAs in
+// order, then Hsum4: the same sequence whichever block the row is in.
+template <int NR>
+void ScoresBlock(const float* const* q, const float* const* k, int nk, int hd, float scale, float* s,
+                 int ld_s) {
+  Quad r0 = ZeroQuad(), r1 = ZeroQuad(), r2 = ZeroQuad();
+  const float *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
+  const float *q0 = q[0], *q1 = q[NR > 1 ? 1 : 0], *q2 = q[NR > 2 ? 2 : 0];
+  int d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    const __m256 k0 = _mm256_loadu_ps(k0p + d), k1 = _mm256_loadu_ps(k1p + d);
+    const __m256 k2 = _mm256_loadu_ps(k2p + d), k3 = _mm256_loadu_ps(k3p + d);
+    FmaQuad(r0, _mm256_loadu_ps(q0 + d), k0, k1, k2, k3);
+    if constexpr (NR > 1) FmaQuad(r1, _mm256_loadu_ps(q1 + d), k0, k1, k2, k3);
+    if constexpr (NR > 2) FmaQuad(r2, _mm256_loadu_ps(q2 + d), k0, k1, k2, k3);
+  }
+  if (d < hd) {  // ragged head_dim: zero lanes add exact zeros
+    const __m256i m = LaneMask(hd - d);
+    const __m256 k0 = _mm256_maskload_ps(k0p + d, m), k1 = _mm256_maskload_ps(k1p + d, m);
+    const __m256 k2 = _mm256_maskload_ps(k2p + d, m), k3 = _mm256_maskload_ps(k3p + d, m);
+    FmaQuad(r0, _mm256_maskload_ps(q0 + d, m), k0, k1, k2, k3);
+    if constexpr (NR > 1) FmaQuad(r1, _mm256_maskload_ps(q1 + d, m), k0, k1, k2, k3);
+    if constexpr (NR > 2) FmaQuad(r2, _mm256_maskload_ps(q2 + d, m), k0, k1, k2, k3);
+  }
+  StoreScores(r0, scale, nk, s);
+  if constexpr (NR > 1) StoreScores(r1, scale, nk, s + ld_s);
+  if constexpr (NR > 2) StoreScores(r2, scale, nk, s + 2 * ld_s);
+}
+
+// 2 vectors (16 dims) of one row's accumulator.
+struct Pair {
+  __m256 lo, hi;
+};
+
+// NR (1..4) rows x 16 dims of acc from d: acc += p[r][j] * v[j] key by key, in order of j.
+template <int NR>
+void PvBlock16(const float* p, int ld_p, const float* v, int64_t v_stride, int n_keys, int d,
+               float* const* acc) {
+  const float* p0 = p;
+  const float* p1 = p + (NR > 1 ? ld_p : 0);
+  const float* p2 = p + (NR > 2 ? 2 * ld_p : 0);
+  const float* p3 = p + (NR > 3 ? 3 * ld_p : 0);
+  auto load = [&](int r) { return Pair{_mm256_loadu_ps(acc[r] + d), _mm256_loadu_ps(acc[r] + d + 8)}; };
+  Pair a0 = load(0), a1 = a0, a2 = a0, a3 = a0;
+  if constexpr (NR > 1) a1 = load(1);
+  if constexpr (NR > 2) a2 = load(2);
+  if constexpr (NR > 3) a3 = load(3);
+  const float* vj = v + d;
+  for (int j = 0; j < n_keys; ++j, vj += v_stride) {
+    const __m256 lo = _mm256_loadu_ps(vj), hi = _mm256_loadu_ps(vj + 8);
+    __m256 b = _mm256_broadcast_ss(p0 + j);
+    a0.lo = _mm256_fmadd_ps(b, lo, a0.lo);
+    a0.hi = _mm256_fmadd_ps(b, hi, a0.hi);
+    if constexpr (NR > 1) {
+      b = _mm256_broadcast_ss(p1 + j);
+      a1.lo = _mm256_fmadd_ps(b, lo, a1.lo);
+      a1.hi = _mm256_fmadd_ps(b, hi, a1.hi);
+    }
+    if constexpr (NR > 2) {
+      b = _mm256_broadcast_ss(p2 + j);
+      a2.lo = _mm256_fmadd_ps(b, lo, a2.lo);
+      a2.hi = _mm256_fmadd_ps(b, hi, a2.hi);
+    }
+    if constexpr (NR > 3) {
+      b = _mm256_broadcast_ss(p3 + j);
+      a3.lo = _mm256_fmadd_ps(b, lo, a3.lo);
+      a3.hi = _mm256_fmadd_ps(b, hi, a3.hi);
+    }
+  }
+  auto store = [&](int r, const Pair& a) {
+    _mm256_storeu_ps(acc[r] + d, a.lo);
+    _mm256_storeu_ps(acc[r] + d + 8, a.hi);
+  };
+  store(0, a0);
+  if constexpr (NR > 1) store(1, a1);
+  if constexpr (NR > 2) store(2, a2);
+  if constexpr (NR > 3) store(3, a3);
+}
+
+// One row x the last 1..15 dims from d (ragged head_dim): 8 lanes, then masked lanes; the same
+// per-lane FMA sequence as PvBlock16.
+void PvTail(const float* p, const float* v, int64_t v_stride, int n_keys, int d, int hd, float* acc) {
+  for (; d < hd; d += 8) {
+    const __m256i m = LaneMask(hd - d < 8 ? hd - d : 8);
+    __m256 a = _mm256_maskload_ps(acc + d, m);
+    const float* vj = v + d;
+    for (int j = 0; j < n_keys; ++j, vj += v_stride)
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_maskload_ps(vj, m), a);
+    _mm256_maskstore_ps(acc + d, m, a);
+  }
+}
+
+template <int NR>
+void PvRows(const float* p, int ld_p, const float* v, int64_t v_stride, int n_keys, int hd,
+            float* const* acc) {
+  int d = 0;
+  for (; d + 16 <= hd; d += 16) PvBlock16<NR>(p, ld_p, v, v_stride, n_keys, d, acc);
+  if (d < hd)
+    for (int r = 0; r < NR; ++r)
+      PvTail(p + static_cast<int64_t>(r) * ld_p, v, v_stride, n_keys, d, hd, acc[r]);
+}
+
+}  // namespace
+
+void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys, int head_dim,
+                float scale, float* s, int ld_s) {
+  for (int j0 = 0; j0 < n_keys; j0 += 4) {
+    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
+    const float* kr[4];
+    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
+    int r = 0;
+    for (; r + 3 <= n_rows; r += 3)
+      ScoresBlock<3>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    if (n_rows - r == 2)
+      ScoresBlock<2>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    if (n_rows - r == 1)
+      ScoresBlock<1>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+  }
+}
+
+void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
+            float* const* acc) {
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4)
+    PvRows<4>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+  const float* pr = p + static_cast<int64_t>(r) * ld_p;
+  switch (n_rows - r) {
+    case 3:
+      PvRows<3>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+      break;
+    case 2:
+      PvRows<2>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+      break;
+    case 1:
+      PvRows<1>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+      break;
+    default:
+      break;
+  }
+}
+
+// Max and sum by 8 lanes, tail lanes masked (-inf for the max, 0 for the sum), then reduced
+// across lanes: the order depends on n only. exp is Exp8 for every key, tails included.
+float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 vmax = ninf;
+  int j = 0;
+  for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+  if (j < n) {
+    const __m256 mask = _mm256_castsi256_ps(LaneMask(n - j));
+    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(ninf, _mm256_maskload_ps(s + j, LaneMask(n - j)), mask));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(vmax, 1), _mm256_castps256_ps128(vmax));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float mx = std::max(*m, _mm_cvtss_f32(m4));
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 vsum = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(s + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  if (j < n) {
+    const __m256i mask = LaneMask(n - j);
+    const __m256 e =
+        _mm256_and_ps(Exp8(_mm256_sub_ps(_mm256_maskload_ps(s + j, mask), vm)), _mm256_castsi256_ps(mask));
+    _mm256_maskstore_ps(s + j, mask, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  for (j = n; j < n_tile; ++j) s[j] = 0.f;
+  *tile_sum = HsumF32x8(vsum);
+  const float c = mx > *m ? std::exp(*m - mx) : 1.f;
+  *m = mx;
+  return c;
+}
+
+}  // namespace ferry::kernels::avx2

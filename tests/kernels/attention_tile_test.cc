@@ -1,0 +1,234 @@
+// Query-tiled attention and its micro-kernels (dispatch.h attn_scores / attn_pv): each ISA's
+// micro-kernels against the scalar truth with a row's bits independent of the rows beside it,
+// and Attention against the naive reference over ragged shapes (n_q not a multiple of the
+// query tile, head_dim 64/80/128, keys not a multiple of the key tile, shuffled blocks, GQA
+// 1/3/4/8), bit-identical however the queries are split into calls and whatever the threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernel_test_util.h"
+
+namespace ferry::kernels {
+namespace {
+
+// n_rows rows of head_dim at `stride` floats apart (stride > head_dim: rows not contiguous).
+struct Rows {
+  std::vector<float> data;
+  int stride;
+  const float* row(int i) const { return data.data() + static_cast<int64_t>(i) * stride; }
+};
+Rows RandomRows(std::mt19937& rng, int n, int head_dim, int pad) {
+  return Rows{testing::RandomFloats(rng, static_cast<int64_t>(n) * (head_dim + pad) + 1), head_dim + pad};
+}
+
+TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependent) {
+  std::mt19937 rng(50);
+  std::uniform_int_distribution<int> rows_d(1, 13), keys_d(1, 64);
+  const internal::KernelTable& scalar = internal::TableFor(Isa::kScalar);
+  for (Isa isa : testing::TestIsas()) {
+    const internal::KernelTable& tab = internal::TableFor(isa);
+    for (int hd : {8, 33, 64, 80, 128}) {
+      for (int rep = 0; rep < 4; ++rep) {
+        const int nr = rows_d(rng), nk = keys_d(rng), ld = 67;
+        SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(hd) + " rows=" + std::to_string(nr) +
+                     " keys=" + std::to_string(nk));
+        const Rows q = RandomRows(rng, nr, hd, 3), k = RandomRows(rng, nk, hd, 5),
+                   v = RandomRows(rng, nk, hd, 7);
+        std::vector<const float*> qp(nr);
+        for (int r = 0; r < nr; ++r) qp[r] = q.row(r);
+        // Scores: all rows at once, each row alone, and the scalar truth.
+        std::vector<float> s(static_cast<size_t>(nr) * ld, -1.f), s1(s.size(), -1.f), want(s.size(), -1.f);
+        const float scale = 0.125f;
+        tab.attn_scores(qp.data(), nr, k.row(0), k.stride, nk, hd, scale, s.data(), ld);
+        scalar.attn_scores(qp.data(), nr, k.row(0), k.stride, nk, hd, scale, want.data(), ld);
+        for (int r = 0; r < nr; ++r)
+          tab.attn_scores(&qp[r], 1, k.row(0), k.stride, nk, hd, scale, &s1[r * ld], ld);
+        for (int r = 0; r < nr; ++r) {
+          for (int j = 0; j < ld; ++j) {
+            const float w = want[r * ld + j];
+            if (j >= nk) {
+              ASSERT_EQ(s[r * ld + j], -1.f) << "wrote past n_keys";
+              continue;
+            }
+            double mag = 0;  // the dot's rounding scale
+            for (int d = 0; d < hd; ++d) mag += std::fabs(static_cast<double>(qp[r][d]) * k.row(j)[d]);
+            ASSERT_NEAR(s[r * ld + j], w, 1e-6 * mag * scale + 1e-7) << r << "," << j;
+          }
+        }
+        ASSERT_EQ(0, std::memcmp(s.data(), s1.data(), s.size() * 4));
+        // P.V into accumulators that already hold values; some p exactly 0 (masked keys).
+        std::vector<float> p = testing::RandomFloats(rng, static_cast<int64_t>(nr) * ld);
+        for (auto& x : p) x = std::fabs(x) < 0.3f ? 0.f : std::fabs(x);
+        const std::vector<float> acc0 = testing::RandomFloats(rng, static_cast<int64_t>(nr) * hd);
+        std::vector<float> acc = acc0, acc1 = acc0, acc_want = acc0;
+        auto ptrs = [&](std::vector<float>& a) {
+          std::vector<float*> v(nr);
+          for (int r = 0; r < nr; ++r) v[r] = a.data() + static_cast<int64_t>(r) * hd;
+          return v;
+        };
+        auto pa = ptrs(acc), pa1 = ptrs(acc1), pw = ptrs(acc_want);
+        tab.attn_pv(p.data(), ld, nr, v.row(0), v.stride, nk, hd, pa.data());
+        scalar.attn_pv(p.data(), ld, nr, v.row(0), v.stride, nk, hd, pw.data());
+        for (int r = 0; r < nr; ++r) tab.attn_pv(&p[r * ld], ld, 1, v.row(0), v.stride, nk, hd, &pa1[r]);
+        for (int r = 0; r < nr; ++r) {
+          for (int d = 0; d < hd; ++d) {
+            double mag = std::fabs(acc0[r * hd + d]);
+            for (int j = 0; j < nk; ++j) mag += std::fabs(static_cast<double>(p[r * ld + j]) * v.row(j)[d]);
+            ASSERT_NEAR(acc[r * hd + d], acc_want[r * hd + d], 1e-6 * mag + 1e-7) << r << "," << d;
+          }
+        }
+        ASSERT_EQ(0, std::memcmp(acc.data(), acc1.data(), acc.size() * 4));
+      }
+    }
+  }
+}
+
+TEST(AttentionMicroKernels, ZeroWeightLeavesAccumulatorBitIdentical) {
+  // A key past a query's position gets p = 0 inside a shared tile: no bit of acc may change.
+  std::mt19937 rng(51);
+  for (Isa isa : testing::TestIsas()) {
+    const internal::KernelTable& tab = internal::TableFor(isa);
+    const int hd = 80, nk = 9;
+    const Rows v = RandomRows(rng, nk, hd, 0);
+    const std::vector<float> p(nk, 0.f);
+    std::vector<float> acc = testing::RandomFloats(rng, hd);
+    acc[3] = 0.f;
+    const std::vector<float> before = acc;
+    float* pa = acc.data();
+    tab.attn_pv(p.data(), nk, 1, v.row(0), v.stride, nk, hd, &pa);
+    ASSERT_EQ(0, std::memcmp(acc.data(), before.data(), acc.size() * 4)) << IsaName(isa);
+  }
+}
+
+TEST(AttentionMicroKernels, SoftmaxStepMatchesScalarTruth) {
+  std::mt19937 rng(54);
+  std::uniform_int_distribution<int> n_d(1, 64);
+  const internal::KernelTable& scalar = internal::TableFor(Isa::kScalar);
+  for (Isa isa : testing::TestIsas()) {
+    const internal::KernelTable& tab = internal::TableFor(isa);
+    for (int rep = 0; rep < 40; ++rep) {
+      const int n = n_d(rng), n_tile = 64;
+      SCOPED_TRACE(std::string(IsaName(isa)) + " n=" + std::to_string(n) + " rep=" + std::to_string(rep));
+      std::vector<float> s = testing::RandomFloats(rng, n_tile, 3.f), s_want = s;
+      // The running max: none yet, below the tile's max, or above it (no rescale: c = 1).
+      const float m0 = rep % 3 == 0 ? -std::numeric_limits<float>::infinity() : (rep % 3 == 1 ? -1.f : 20.f);
+      float m = m0, m_want = m0, sum = -1.f, sum_want = -1.f;
+      const float c = tab.attn_softmax(s.data(), n, n_tile, &m, &sum);
+      const float c_want = scalar.attn_softmax(s_want.data(), n, n_tile, &m_want, &sum_want);
+      ASSERT_EQ(m, m_want);  // a max is exact
+      ASSERT_NEAR(c, c_want, 1e-6f * c_want);
+      if (rep % 3 == 0) {
+        ASSERT_EQ(c, 0.f);
+      } else if (rep % 3 == 2) {
+        ASSERT_EQ(c, 1.f);
+      }
+      ASSERT_NEAR(sum, sum_want, 1e-5f * sum_want + 1e-30f);
+      for (int j = 0; j < n; ++j) ASSERT_NEAR(s[j], s_want[j], 1e-6f * s_want[j] + 1e-30f) << j;
+      for (int j = n; j < n_tile; ++j) ASSERT_EQ(s[j], 0.f) << j;
+    }
+  }
+}
+
+struct Shape {
+  int n_heads, n_kv_heads, head_dim, block_size, n_ctx, n_q;
+};
+
+// A random cache of `s` with physical blocks shuffled (and unused ones between them).
+struct Cache {
+  std::vector<int32_t> table;
+  std::vector<float> k, v;  // [n_phys, block_size, n_kv_heads, head_dim]
+  KvBlocks kv() const { return KvBlocks{k.data(), v.data(), table.data(), block_size}; }
+  int block_size;
+};
+Cache RandomCache(std::mt19937& rng, const Shape& s) {
+  Cache c;
+  c.block_size = s.block_size;
+  const int used = (s.n_ctx + s.block_size - 1) / s.block_size, n_phys = used + 2;
+  std::vector<int32_t> perm(n_phys);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  c.table.assign(perm.begin(), perm.begin() + used);
+  const int64_t n = static_cast<int64_t>(n_phys) * s.block_size * s.n_kv_heads * s.head_dim;
+  c.k = testing::RandomFloats(rng, n);
+  c.v = testing::RandomFloats(rng, n);
+  return c;
+}
+
+TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
+  testing::IsaRestorer restore;
+  std::mt19937 rng(52);
+  ThreadPool pool(2);
+  // n_q not a multiple of the query tile; n_ctx not a multiple of 64 or the block size;
+  // GQA groups 1, 3, 4, 8.
+  const Shape shapes[] = {{4, 4, 64, 16, 83, 13},  {9, 3, 64, 16, 150, 11}, {8, 2, 80, 48, 301, 21},
+                          {16, 2, 128, 32, 97, 9}, {6, 2, 40, 8, 37, 37},   {8, 1, 64, 64, 600, 19}};
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " heads=" + std::to_string(s.n_heads) + "/" +
+                   std::to_string(s.n_kv_heads) + " hd=" + std::to_string(s.head_dim) +
+                   " n_q=" + std::to_string(s.n_q));
+      const Cache c = RandomCache(rng, s);
+      const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
+      std::vector<int32_t> pos(s.n_q);  // the last n_q positions, in order (a prefill chunk)
+      for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+      std::vector<float> want(q.size()), got(q.size());
+      ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(),
+                          want.data());
+      Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), got.data(),
+                &pool);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f) << i;
+    }
+  }
+}
+
+TEST(AttentionQueryTiles, BitIdenticalWhateverTheSplitOfQueriesAndThreads) {
+  testing::IsaRestorer restore;
+  std::mt19937 rng(53);
+  ThreadPool pool2(2), pool3(3);
+  const Shape shapes[] = {{9, 3, 64, 16, 700, 23}, {8, 1, 80, 48, 130, 17}, {4, 4, 128, 32, 90, 10}};
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(ForceIsa(isa));
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(s.head_dim));
+      const Cache c = RandomCache(rng, s);
+      const int row = s.n_heads * s.head_dim;
+      const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
+      // Positions of a prefill chunk, but shuffled: a tile's queries end at different keys
+      // and chunks, not in order.
+      std::vector<int32_t> pos(s.n_q);
+      for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+      std::shuffle(pos.begin(), pos.end(), rng);
+      pos[1] = 5;  // one query far behind the others (fewer chunks than its tile)
+      const float scale = 0.11f;
+      std::vector<float> all(q.size());
+      Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), all.data(),
+                nullptr);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+        for (int chunk : {1, 2, 3, 5, s.n_q}) {
+          std::vector<float> got(q.size());
+          for (int t0 = 0; t0 < s.n_q; t0 += chunk) {
+            const int n = std::min(chunk, s.n_q - t0);
+            Attention(q.data() + static_cast<int64_t>(t0) * row, n, pos.data() + t0, s.n_heads, s.n_kv_heads,
+                      s.head_dim, scale, c.kv(), got.data() + static_cast<int64_t>(t0) * row, pool);
+          }
+          ASSERT_EQ(0, std::memcmp(got.data(), all.data(), all.size() * 4))
+              << "chunk " << chunk << " threads " << (pool ? pool->size() : 1);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::kernels
