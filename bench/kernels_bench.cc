@@ -200,6 +200,27 @@ BENCHMARK(BM_MatMulW8A8)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Random attention inputs: K/V of n_blocks blocks of bs tokens, and n_q queries at the last
+// n_q positions of an n_ctx context; the block table is the identity (callers may permute it).
+struct AttentionProblem {
+  std::vector<float> k, v;          // [n_blocks, bs, nkv, hd]
+  std::vector<float> q, out;        // [n_q, nh, hd]
+  std::vector<int32_t> table, pos;  // [n_blocks], [n_q]
+  AttentionProblem(int n_blocks, int bs, int nkv, int nh, int hd, int n_q, int n_ctx, std::mt19937& rng)
+      : k(static_cast<size_t>(n_blocks) * bs * nkv * hd),
+        v(k.size()),
+        q(static_cast<size_t>(n_q) * nh * hd),
+        out(q.size()),
+        table(static_cast<size_t>(n_blocks)),
+        pos(static_cast<size_t>(n_q)) {
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (auto* vec : {&k, &v, &q})
+      for (auto& x : *vec) x = d(rng);
+    for (int i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = i;
+    for (int i = 0; i < n_q; ++i) pos[static_cast<size_t>(i)] = n_ctx - n_q + i;
+  }
+};
+
 // Prefill attention: the last n_q = 64 queries of a context of arg tokens (tinyllama heads),
 // tiled online-softmax kernel (threads = range 1) vs the naive reference, which materializes
 // each query's n_ctx scores. The tiled kernel's extra memory is O(heads x (64 + head_dim)).
@@ -207,17 +228,9 @@ void BM_AttentionPrefill(benchmark::State& state) {
   const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4, n_q = 64;
   const bool naive = state.range(1) == 0;
   const int threads = static_cast<int>(state.range(2));
-  const int nb = (n_ctx + bs - 1) / bs;
   std::mt19937 rng(3);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd), v(k.size()),
-      q(static_cast<size_t>(n_q) * nh * hd);
-  for (auto* vec : {&k, &v, &q})
-    for (auto& x : *vec) x = d(rng);
-  std::vector<float> out(q.size());
-  std::vector<int32_t> table(nb), pos(n_q);
-  for (int i = 0; i < nb; ++i) table[i] = i;
-  for (int i = 0; i < n_q; ++i) pos[i] = n_ctx - n_q + i;
+  AttentionProblem ap((n_ctx + bs - 1) / bs, bs, nkv, nh, hd, n_q, n_ctx, rng);
+  auto& [k, v, q, out, table, pos] = ap;
   KvBlocks kv{k.data(), v.data(), table.data(), bs};
   ThreadPool pool(threads);
   for (auto _ : state) {
@@ -250,16 +263,9 @@ void BM_AttentionTiles(benchmark::State& state) {
   const int n_ctx = static_cast<int>(state.range(2)), threads = static_cast<int>(state.range(3));
   const int bs = 16, hd = 64, nh = 9, nkv = 3, nb = (n_ctx + bs - 1) / bs;
   std::mt19937 rng(5);
-  std::normal_distribution<float> d(0.f, 1.f);
-  // k, v: [nb, bs, nkv, hd]; q, out: [n_q, nh, hd]
-  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd), v(k.size()),
-      q(static_cast<size_t>(n_q) * nh * hd);
-  for (auto* vec : {&k, &v, &q})
-    for (auto& x : *vec) x = d(rng);
-  std::vector<float> out(q.size());
-  std::vector<int32_t> table(nb), pos(n_q);
-  for (int i = 0; i < nb; ++i) table[i] = nb - 1 - i;
-  for (int i = 0; i < n_q; ++i) pos[i] = n_ctx - n_q + i;
+  AttentionProblem ap(nb, bs, nkv, nh, hd, n_q, n_ctx, rng);
+  auto& [k, v, q, out, table, pos] = ap;
+  std::reverse(table.begin(), table.end());
   KvBlocks kv{k.data(), v.data(), table.data(), bs};
   ThreadPool pool(threads);
   ThreadPool* p = threads > 1 ? &pool : nullptr;
@@ -295,16 +301,10 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
   const int n_seq = 32, n_ctx = 64, bs = 16, hd = 64, nh = 9, nkv = 3, nb = n_ctx / bs;
   std::mt19937 rng(6);
-  std::normal_distribution<float> d(0.f, 1.f);
-  // k, v: [n_seq * nb, bs, nkv, hd] (one pool); q, out: [n_seq, nh, hd]
-  std::vector<float> k(static_cast<size_t>(n_seq) * nb * bs * nkv * hd), v(k.size()),
-      q(static_cast<size_t>(n_seq) * nh * hd);
-  for (auto* vec : {&k, &v, &q})
-    for (auto& x : *vec) x = d(rng);
-  std::vector<float> out(q.size());
-  std::vector<int32_t> blocks(static_cast<size_t>(n_seq) * nb);  // [n_seq, nb] block tables
-  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
-  std::shuffle(blocks.begin(), blocks.end(), rng);
+  // One block pool for all sequences; q, out: [n_seq, nh, hd] (one decode query each).
+  AttentionProblem ap(n_seq * nb, bs, nkv, nh, hd, n_seq, n_ctx, rng);
+  auto& [k, v, q, out, blocks, unused_pos] = ap;
+  std::shuffle(blocks.begin(), blocks.end(), rng);  // [n_seq, nb] block tables
   const int32_t pos = n_ctx - 1;
   ThreadPool pool(threads);
   const int row = nh * hd;

@@ -56,22 +56,8 @@ TEST_F(ProgressiveEngineTest, BatchedEqualsAloneAlsoChunkedPreemptedAndPrefixSha
 TEST_F(ProgressiveEngineTest, ForkedBranchesCopyThePartialBlocksInt8KeysOnWrite) {
   // 37 prompt tokens: the branches share a partly filled last block, and each branch's first
   // append copies it on write. A copy without the INT8 keys would score those keys as zero.
-  RequestOptions o;
-  o.sampling.temperature = 1.3f;
-  o.sampling.seed = 100;
-  o.max_tokens = 16;
-  o.ignore_eos = true;
-  o.n = 3;
-  const std::vector<int32_t> prompt = Prompt(37, 5);
-  Run forked = RunAll(Config(), {prompt}, {o});
-  ASSERT_EQ(forked.tokens.size(), 3u);
+  Run forked = ExpectForkedBranchesEqualOwnRuns(Prompt(37, 5), 3, 16);
   EXPECT_EQ(forked.stats.prefill_tokens_computed, 37);  // the prompt's blocks really were shared
-  for (int b = 0; b < 3; ++b) {
-    RequestOptions single = o;
-    single.n = 1;
-    single.sampling.seed = 100 + static_cast<uint64_t>(b);
-    EXPECT_EQ(forked.tokens[K(0, b)], RunAll(Config(), {prompt}, {single}).tokens[K(0, 0)]) << "branch " << b;
-  }
   const SparsityStats& s = lm_->model->sparsity_stats();
   EXPECT_LT(s.attn_k_rows_f32, s.attn_k_rows);
 }

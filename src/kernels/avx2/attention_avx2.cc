@@ -93,45 +93,22 @@ struct Pair {
 template <int NR>
 void PvBlock16(const float* p, int ld_p, const float* v, int64_t v_stride, int n_keys, int d,
                float* const* acc) {
-  const float* p0 = p;
-  const float* p1 = p + (NR > 1 ? ld_p : 0);
-  const float* p2 = p + (NR > 2 ? 2 * ld_p : 0);
-  const float* p3 = p + (NR > 3 ? 3 * ld_p : 0);
-  auto load = [&](int r) { return Pair{_mm256_loadu_ps(acc[r] + d), _mm256_loadu_ps(acc[r] + d + 8)}; };
-  Pair a0 = load(0), a1 = a0, a2 = a0, a3 = a0;
-  if constexpr (NR > 1) a1 = load(1);
-  if constexpr (NR > 2) a2 = load(2);
-  if constexpr (NR > 3) a3 = load(3);
+  // Arrays indexed by the constant-bound row loops below stay in registers once unrolled.
+  Pair a[NR];
+  for (int r = 0; r < NR; ++r) a[r] = Pair{_mm256_loadu_ps(acc[r] + d), _mm256_loadu_ps(acc[r] + d + 8)};
   const float* vj = v + d;
   for (int j = 0; j < n_keys; ++j, vj += v_stride) {
     const __m256 lo = _mm256_loadu_ps(vj), hi = _mm256_loadu_ps(vj + 8);
-    __m256 b = _mm256_broadcast_ss(p0 + j);
-    a0.lo = _mm256_fmadd_ps(b, lo, a0.lo);
-    a0.hi = _mm256_fmadd_ps(b, hi, a0.hi);
-    if constexpr (NR > 1) {
-      b = _mm256_broadcast_ss(p1 + j);
-      a1.lo = _mm256_fmadd_ps(b, lo, a1.lo);
-      a1.hi = _mm256_fmadd_ps(b, hi, a1.hi);
-    }
-    if constexpr (NR > 2) {
-      b = _mm256_broadcast_ss(p2 + j);
-      a2.lo = _mm256_fmadd_ps(b, lo, a2.lo);
-      a2.hi = _mm256_fmadd_ps(b, hi, a2.hi);
-    }
-    if constexpr (NR > 3) {
-      b = _mm256_broadcast_ss(p3 + j);
-      a3.lo = _mm256_fmadd_ps(b, lo, a3.lo);
-      a3.hi = _mm256_fmadd_ps(b, hi, a3.hi);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 b = _mm256_broadcast_ss(p + r * ld_p + j);
+      a[r].lo = _mm256_fmadd_ps(b, lo, a[r].lo);
+      a[r].hi = _mm256_fmadd_ps(b, hi, a[r].hi);
     }
   }
-  auto store = [&](int r, const Pair& a) {
-    _mm256_storeu_ps(acc[r] + d, a.lo);
-    _mm256_storeu_ps(acc[r] + d + 8, a.hi);
-  };
-  store(0, a0);
-  if constexpr (NR > 1) store(1, a1);
-  if constexpr (NR > 2) store(2, a2);
-  if constexpr (NR > 3) store(3, a3);
+  for (int r = 0; r < NR; ++r) {
+    _mm256_storeu_ps(acc[r] + d, a[r].lo);
+    _mm256_storeu_ps(acc[r] + d + 8, a[r].hi);
+  }
 }
 
 // One row x the last 1..15 dims from d (ragged head_dim): 8 lanes, then masked lanes; the same
