@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -16,12 +17,17 @@
 namespace ferry {
 namespace {
 
+// Tokens [begin, end) of a batch that belong to one sequence (consecutive in the batch).
+struct SeqRun {
+  int64_t begin, end;
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
   Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
   std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
   Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
-  Linear wqkv, w_gate_up;  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
+  Linear wqkv, w_gate_up;                  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
   std::unique_ptr<MoeFfn> moe;             // MoE models: replaces w_gate/w_up/w_down
 };
 
@@ -42,7 +48,8 @@ class WeightReader {
       return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}]", src_.path(), name,
                                   t->ShapeString(), n);
     if (!kernels::CanDequantize(t->dtype) || !RowBytesChecked(t->dtype, n))
-      return UnsupportedError("'{}': tensor '{}' has unsupported type {}", src_.path(), name, DTypeName(t->dtype));
+      return UnsupportedError("'{}': tensor '{}' has unsupported type {}", src_.path(), name,
+                              DTypeName(t->dtype));
     std::vector<float> out(static_cast<size_t>(n));
     kernels::DequantizeRow(t->dtype, t->data, out.data(), n);
     return out;
@@ -57,7 +64,7 @@ class WeightReader {
 class LlamaModel final : public Model {
  public:
   static StatusOr<std::unique_ptr<Model>> Load(const formats::WeightSource& src, const ModelConfig& cfg,
-                                                const ModelOptions& options);
+                                               const ModelOptions& options);
 
   Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) override;
   size_t WeightBytes() const override { return weight_bytes_; }
@@ -67,13 +74,13 @@ class LlamaModel final : public Model {
   std::vector<AttentionWeightsRef> AttentionRefs() const;
   void EmbedTokens(const ForwardBatch& batch, float* x) const;
 
-  Linear token_embd_;  // [n_vocab, dim]
-  Linear output_;      // [n_vocab, dim] (= token_embd_ when tied)
+  Linear token_embd_;               // [n_vocab, dim]
+  Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
   std::vector<float> output_norm_;  // [dim]
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
   size_t weight_bytes_ = 0;
-  SparseAttention attn_sparsity_;  // pruned heads, value skipping, progressive precision
+  SparseAttention attn_sparsity_;          // pruned heads, value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
 
   // Per-call scratch, sized to the largest batch seen (no state carried between calls).
@@ -83,7 +90,7 @@ class LlamaModel final : public Model {
 };
 
 StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg,
-                                                   const ModelOptions& options) {
+                                                  const ModelOptions& options) {
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
   m->sparsity_ = options.sparsity;
@@ -169,7 +176,8 @@ Status LlamaModel::CheckBatch(const ForwardBatch& b, const KvCache& kv) const {
     return InvalidArgumentError("forward batch arrays have different lengths");
   for (size_t i = 0; i < n; ++i) {
     if (b.tokens[i] < 0 || b.tokens[i] >= config_.n_vocab)
-      return InvalidArgumentError("token id {} is outside the vocabulary [0, {})", b.tokens[i], config_.n_vocab);
+      return InvalidArgumentError("token id {} is outside the vocabulary [0, {})", b.tokens[i],
+                                  config_.n_vocab);
     if (b.positions[i] < 0 || b.positions[i] >= kv.MaxSeqLen())
       return OutOfRangeError("position {} exceeds the context size {}", b.positions[i], kv.MaxSeqLen());
     if (b.seq_ids[i] < 0 || b.seq_ids[i] >= kv.NumSeqs())
@@ -181,7 +189,8 @@ Status LlamaModel::CheckBatch(const ForwardBatch& b, const KvCache& kv) const {
   for (size_t i = 1; i < n; ++i) {
     if (b.seq_ids[i] == b.seq_ids[i - 1]) continue;
     for (size_t j = 0; j < i; ++j)
-      if (b.seq_ids[j] == b.seq_ids[i]) return InvalidArgumentError("sequence {} is split within the batch", b.seq_ids[i]);
+      if (b.seq_ids[j] == b.seq_ids[i])
+        return InvalidArgumentError("sequence {} is split within the batch", b.seq_ids[i]);
   }
   return Status::Ok();
 }
@@ -189,7 +198,8 @@ Status LlamaModel::CheckBatch(const ForwardBatch& b, const KvCache& kv) const {
 void LlamaModel::EmbedTokens(const ForwardBatch& b, float* x) const {
   const size_t row_bytes = RowBytes(token_embd_.type, config_.dim);
   for (int32_t i = 0; i < b.size(); ++i) {
-    const auto* row = static_cast<const uint8_t*>(token_embd_.data) + row_bytes * static_cast<size_t>(b.tokens[static_cast<size_t>(i)]);
+    const auto* row = static_cast<const uint8_t*>(token_embd_.data) +
+                      row_bytes * static_cast<size_t>(b.tokens[static_cast<size_t>(i)]);
     kernels::DequantizeRow(token_embd_.type, row, x + static_cast<size_t>(i) * config_.dim, config_.dim);
   }
 }
@@ -205,21 +215,40 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   // Where each token's K/V live: its position, unless a budgeted cache stores kept tokens densely.
   std::vector<int32_t> slots(static_cast<size_t>(n));  // [n]
   for (int64_t i = 0; i < n; ++i)
-    slots[static_cast<size_t>(i)] = kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
+    slots[static_cast<size_t>(i)] =
+        kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
   int64_t sum_keys = 0;  // keys attended in this pass, over all queries (head-pruning counts)
   for (int32_t slot : slots) sum_keys += slot + 1;
-  const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim,
+                kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  // The batch's sequence runs [begin, end): attention is one kernel call per run.
+  std::vector<SeqRun> runs;
+  int32_t max_keys = 0;  // keys of the longest single-query run
+  for (int64_t s = 0, e; s < n; s = e) {
+    for (e = s + 1; e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]; ++e) {
+    }
+    runs.push_back({s, e});
+    max_keys = std::max(max_keys, slots[static_cast<size_t>(s)] + 1);
+  }
+  // A decode batch is many one-query runs, each too small to be worth the pool inside the
+  // kernel: spread the runs over the threads instead. Threads never change a row's bits, so
+  // outputs are identical either way. Not when one run would dominate (its split across
+  // threads is worth more), nor with sparse attention or H2O, which count into shared state.
+  const bool spread_runs = pool && pool->size() > 1 && runs.size() > 1 &&
+                           static_cast<int64_t>(runs.size()) == n &&
+                           int64_t{max_keys} * pool->size() <= sum_keys && !sparsity_.UsesSparseAttention() &&
+                           !kv.AttentionWeightSums(0, b.seq_ids[0]);
   auto fit = [](std::vector<float>& v, int64_t size) {
     if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
     return v.data();
   };
-  float* x = fit(s_.x, n * dim);            // [n, dim] residual stream
-  float* xn = fit(s_.xn, n * dim);          // [n, dim] normalized
-  float* q = fit(s_.q, n * q_dim);          // [n, n_heads, head_dim]
-  float* k = fit(s_.k, n * kv_dim);         // [n, n_kv_heads, head_dim]
-  float* v = fit(s_.v, n * kv_dim);         // [n, n_kv_heads, head_dim]
-  float* attn = fit(s_.attn, n * q_dim);    // [n, n_heads, head_dim]
-  float* tmp = fit(s_.tmp, n * dim);        // [n, dim]
+  float* x = fit(s_.x, n * dim);              // [n, dim] residual stream
+  float* xn = fit(s_.xn, n * dim);            // [n, dim] normalized
+  float* q = fit(s_.q, n * q_dim);            // [n, n_heads, head_dim]
+  float* k = fit(s_.k, n * kv_dim);           // [n, n_kv_heads, head_dim]
+  float* v = fit(s_.v, n * kv_dim);           // [n, n_kv_heads, head_dim]
+  float* attn = fit(s_.attn, n * q_dim);      // [n, n_heads, head_dim]
+  float* tmp = fit(s_.tmp, n * dim);          // [n, dim]
   float* gate = fit(s_.gate, n * c.ffn_dim);  // [n, ffn]
   float* up = fit(s_.up, n * c.ffn_dim);      // [n, ffn]
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -228,7 +257,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     if (l == 0) {  // later layers get their norm fused with the previous residual add
-      for (int64_t i = 0; i < n; ++i) kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
+      for (int64_t i = 0; i < n; ++i)
+        kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
     }
     if (attn_sparsity_.IsPruned(l)) {  // only the kept heads' q/k/v rows, attention and W_o columns
       attn_sparsity_.ForwardPrunedLayer(sparsity_, c, l, xn, b, slots.data(), inv_freq_.data(), kv, tmp,
@@ -263,18 +293,23 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                                      c.head_dim);
         std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, slots[static_cast<size_t>(i)]));
       }
-      // Attention per sequence run [s, e).
-      for (int64_t s = 0; s < n;) {
-        int64_t e = s + 1;
-        while (e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]) ++e;
-        const int32_t seq = b.seq_ids[static_cast<size_t>(s)];
-        attn_sparsity_.Attend(sparsity_, c, q + s * q_dim, static_cast<int>(e - s), slots.data() + s,
-                              kv.View(l, seq), attn + s * q_dim, sparsity_stats_, pool);
+      auto attend = [&](const SeqRun& r, ThreadPool* p) {
+        const int32_t seq = b.seq_ids[static_cast<size_t>(r.begin)];
+        const int n_q = static_cast<int>(r.end - r.begin);
+        attn_sparsity_.Attend(sparsity_, c, q + r.begin * q_dim, n_q, slots.data() + r.begin, kv.View(l, seq),
+                              attn + r.begin * q_dim, sparsity_stats_, p);
         if (float* sums = kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
-          kernels::AccumulateAttentionWeights(q + s * q_dim, static_cast<int>(e - s), slots.data() + s,
-                                              c.n_heads, c.n_kv_heads, c.head_dim, scale, kv.View(l, seq),
-                                              sums);
-        s = e;
+          kernels::AccumulateAttentionWeights(q + r.begin * q_dim, n_q, slots.data() + r.begin, c.n_heads,
+                                              c.n_kv_heads, c.head_dim, scale, kv.View(l, seq), sums);
+      };
+      if (spread_runs) {  // each run on one thread, runs handed out one at a time
+        std::atomic<size_t> next{0};
+        pool->Run([&](int, int) {
+          for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < runs.size();)
+            attend(runs[i], nullptr);
+        });
+      } else {
+        for (const SeqRun& r : runs) attend(r, pool);
       }
       w.wo.Apply(attn, n, tmp, pool);
     }
@@ -323,8 +358,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source, const ModelConfig& config,
-                                                  const ModelOptions& options) {
+StatusOr<std::unique_ptr<Model>> CreateLlamaModel(const formats::WeightSource& source,
+                                                  const ModelConfig& config, const ModelOptions& options) {
   return LlamaModel::Load(source, config, options);
 }
 
