@@ -260,16 +260,13 @@ void SparseAttention::ForwardPrunedLayer(const SparsityOptions& o, const ModelCo
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::AttentionSparsity sp = KernelOptions(o);
   sp.head_kv = p.head_kv.data();
-  for (int64_t s = 0; s < n;) {  // per sequence run [s, e)
-    int64_t e = s + 1;
-    while (e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]) ++e;
+  for (const ForwardBatch::SeqRun& r : b.SeqRuns()) {
     kernels::AttentionSparseCounts cnt;
-    kernels::AttentionSparse(q + s * qd, static_cast<int>(e - s), slots + s, kq, c.n_kv_heads, c.head_dim,
-                             scale, kv.View(l, b.seq_ids[static_cast<size_t>(s)]), sp, attn + s * qd, &cnt,
-                             pool);
+    kernels::AttentionSparse(q + r.begin * qd, r.end - r.begin, slots + r.begin, kq, c.n_kv_heads, c.head_dim,
+                             scale, kv.View(l, b.seq_ids[static_cast<size_t>(r.begin)]), sp,
+                             attn + r.begin * qd, &cnt, pool);
     if (o.attn_skip_threshold > 0 || o.attn_progressive)
       AddCounts(cnt, c.head_dim, o.attn_progressive, stats);
-    s = e;
   }
   p.wo.Apply(attn, n, y, pool);
 }

@@ -90,11 +90,10 @@ void BudgetKvCache::Reset(int32_t seq) {
 }
 
 Status BudgetKvCache::BeginForward(const ForwardBatch& b) {
-  for (int32_t i = 0; i < b.size();) {
-    const int32_t seq = b.seq_ids[static_cast<size_t>(i)], p0 = b.positions[static_cast<size_t>(i)];
-    int32_t e = i + 1;
-    while (e < b.size() && b.seq_ids[static_cast<size_t>(e)] == seq) ++e;
-    const int32_t len = e - i;
+  for (const ForwardBatch::SeqRun& r : b.SeqRuns()) {
+    const int32_t seq = b.seq_ids[static_cast<size_t>(r.begin)],
+                  p0 = b.positions[static_cast<size_t>(r.begin)];
+    const int32_t len = r.end - r.begin;
     Seq& s = seqs_[static_cast<size_t>(seq)];
     if (p0 == 0) {
       Reset(seq);  // a new sequence in this slot (ppl windows, bench repetitions)
@@ -121,7 +120,6 @@ Status BudgetKvCache::BeginForward(const ForwardBatch& b) {
     s.new_pos0 = p0;
     s.kept.Append(p0, len);
     ResizeBlocks(s, s.kept.size());
-    i = e;
   }
   if (stats_) {
     int64_t used = 0, full = 0;
@@ -129,7 +127,7 @@ Status BudgetKvCache::BeginForward(const ForwardBatch& b) {
       used += static_cast<int64_t>(s.table.size());
       full += s.next_pos;
     }
-    for (int32_t i = 0; i < b.size(); ++i) full += 1;  // the tokens in flight
+    full += b.size();  // the tokens in flight
     stats_->kv_peak_bytes =
         std::max<int64_t>(stats_->kv_peak_bytes, used * static_cast<int64_t>(BlockBytes()));
     stats_->kv_full_bytes = std::max<int64_t>(

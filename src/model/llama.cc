@@ -17,11 +17,6 @@
 namespace ferry {
 namespace {
 
-// Tokens [begin, end) of a batch that belong to one sequence (consecutive in the batch).
-struct SeqRun {
-  int64_t begin, end;
-};
-
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
   Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
@@ -221,23 +216,16 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   for (int32_t slot : slots) sum_keys += slot + 1;
   const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim,
                 kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
-  // The batch's sequence runs [begin, end): attention is one kernel call per run.
-  std::vector<SeqRun> runs;
-  int32_t max_keys = 0;  // keys of the longest single-query run
-  for (int64_t s = 0, e; s < n; s = e) {
-    for (e = s + 1; e < n && b.seq_ids[static_cast<size_t>(e)] == b.seq_ids[static_cast<size_t>(s)]; ++e) {
-    }
-    runs.push_back({s, e});
-    max_keys = std::max(max_keys, slots[static_cast<size_t>(s)] + 1);
-  }
+  // Attention is one kernel call per sequence run.
+  const std::vector<ForwardBatch::SeqRun> runs = b.SeqRuns();
   // A decode batch is many one-query runs, each too small to be worth the pool inside the
   // kernel: spread the runs over the threads instead. Threads never change a row's bits, so
   // outputs are identical either way. Not when one run would dominate (its split across
   // threads is worth more), nor with sparse attention or H2O, which count into shared state.
-  const bool spread_runs = pool && pool->size() > 1 && runs.size() > 1 &&
-                           static_cast<int64_t>(runs.size()) == n &&
-                           int64_t{max_keys} * pool->size() <= sum_keys && !sparsity_.UsesSparseAttention() &&
-                           !kv.AttentionWeightSums(0, b.seq_ids[0]);
+  const bool spread_runs =
+      pool && pool->size() > 1 && runs.size() > 1 && static_cast<int64_t>(runs.size()) == n &&
+      int64_t{*std::max_element(slots.begin(), slots.end()) + 1} * pool->size() <= sum_keys &&
+      !sparsity_.UsesSparseAttention() && !kv.AttentionWeightSums(0, b.seq_ids[0]);
   auto fit = [](std::vector<float>& v, int64_t size) {
     if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
     return v.data();
@@ -293,7 +281,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                                      c.head_dim);
         std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, slots[static_cast<size_t>(i)]));
       }
-      auto attend = [&](const SeqRun& r, ThreadPool* p) {
+      auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* p) {
         const int32_t seq = b.seq_ids[static_cast<size_t>(r.begin)];
         const int n_q = static_cast<int>(r.end - r.begin);
         attn_sparsity_.Attend(sparsity_, c, q + r.begin * q_dim, n_q, slots.data() + r.begin, kv.View(l, seq),
@@ -309,7 +297,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
             attend(runs[i], nullptr);
         });
       } else {
-        for (const SeqRun& r : runs) attend(r, pool);
+        for (const ForwardBatch::SeqRun& r : runs) attend(r, pool);
       }
       w.wo.Apply(attn, n, tmp, pool);
     }
