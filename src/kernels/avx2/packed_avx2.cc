@@ -22,6 +22,13 @@ inline __m256i Bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// GCC re-associates a fully unrolled chain of integer adds into a tree, which needs more
+// registers than AVX2 has and spills every partial sum; an empty asm on the accumulator keeps
+// the chain (and the accumulator in a register).
+inline void KeepInRegister(__m256i& v) {
+  __asm__("" : "+x"(v));
+}
+
 inline __m256 LoadScales8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -40,12 +47,14 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   __m256 dw = _mm256_setzero_ps();
   __m256i zv = _mm256_set1_epi32(8);  // int16 pairs (z, 0) per row lane
-  for (int64_t b = 0; b < nb; ++b) {
+  int64_t group_end = 0;  // int4: first block of the next group (a counter, not b % bpg per block)
+  for (int64_t b = 0, g = 0; b < nb; ++b) {
     if (kInt4) {
-      if (b % bpg == 0) {
-        const int64_t g = b / bpg;
+      if (b == group_end) {
         dw = LoadScales8(dsc + g * 8);
         zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zs + g * 8)));
+        ++g;
+        group_end += bpg;
       }
     } else {
       dw = LoadScales8(dsc + b * 8);
@@ -62,6 +71,7 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
         const __m256i pl = _mm256_maddubs_epi16(lo, Bcast4(xq + 4 * j));
         const __m256i ph = _mm256_maddubs_epi16(hi, Bcast4(xq + 16 + 4 * j));
         s16[t] = _mm256_add_epi16(s16[t], _mm256_add_epi16(pl, ph));
+        KeepInRegister(s16[t]);
       }
     }
     for (int t = 0; t < NT; ++t) {
@@ -94,6 +104,7 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
       for (int t = 0; t < NT; ++t) {
         const __m256i x = _mm256_sign_epi8(Bcast4(act[t].qs + b * 32 + 4 * s), w);
         s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
+        KeepInRegister(s32[t]);
       }
     }
     for (int t = 0; t < NT; ++t) {
@@ -107,23 +118,37 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
 template <template <int> class K>
 void ByNt(int nt, const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   switch (nt) {
-    case 1: K<1>::Run(grp, sh, act, y); break;
-    case 2: K<2>::Run(grp, sh, act, y); break;
-    case 3: K<3>::Run(grp, sh, act, y); break;
-    default: K<4>::Run(grp, sh, act, y); break;
+    case 1:
+      K<1>::Run(grp, sh, act, y);
+      break;
+    case 2:
+      K<2>::Run(grp, sh, act, y);
+      break;
+    case 3:
+      K<3>::Run(grp, sh, act, y);
+      break;
+    default:
+      K<4>::Run(grp, sh, act, y);
+      break;
   }
 }
 template <int NT>
 struct Q4K {
-  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) { Tile4<NT, false>(g, s, a, y); }
+  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) {
+    Tile4<NT, false>(g, s, a, y);
+  }
 };
 template <int NT>
 struct I4K {
-  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) { Tile4<NT, true>(g, s, a, y); }
+  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) {
+    Tile4<NT, true>(g, s, a, y);
+  }
 };
 template <int NT>
 struct Q8K {
-  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) { Tile8<NT>(g, s, a, y); }
+  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) {
+    Tile8<NT>(g, s, a, y);
+  }
 };
 
 }  // namespace
