@@ -28,22 +28,40 @@ Engine::~Engine() {
 }
 
 StatusOr<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, const RequestOptions& options) {
-  FERRY_RETURN_IF_ERROR(core_->Validate(prompt, options));  // immutable config: no lock needed
-  Command c;
-  c.prompt = std::move(prompt);
-  c.options = options;
-  c.arrival = core_->Now();
-  RequestId id;
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back(std::move(prompt));
+  FERRY_ASSIGN_OR_RETURN(std::vector<RequestId> ids, AddRequests(std::move(prompts), {options}));
+  return ids[0];
+}
+
+StatusOr<std::vector<RequestId>> Engine::AddRequests(std::vector<std::vector<int32_t>> prompts,
+                                                     const std::vector<RequestOptions>& options) {
+  if (prompts.size() != options.size())
+    return InvalidArgumentError("AddRequests: {} prompts but {} option sets", prompts.size(), options.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Status st = core_->Validate(prompts[i], options[i]);  // immutable config: no lock needed
+    if (!st.ok())
+      return prompts.size() == 1 ? st : Status(st.code(), fmt::format("request {}: {}", i, st.message()));
+  }
+  const double arrival = core_->Now();
+  std::vector<RequestId> ids;
+  ids.reserve(prompts.size());
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!loop_status_.ok()) return loop_status_;
-    id = c.id = next_id_++;
-    ++unfinished_;
-    ++queued_adds_;
-    inbox_.push_back(std::move(c));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Command c;
+      c.prompt = std::move(prompts[i]);
+      c.options = options[i];
+      c.arrival = arrival;
+      ids.push_back(c.id = next_id_++);
+      inbox_.push_back(std::move(c));
+    }
+    unfinished_ += static_cast<int64_t>(prompts.size());
+    queued_adds_ += static_cast<int64_t>(prompts.size());
   }
   wake_.notify_one();
-  return id;
+  return ids;
 }
 
 StatusOr<RequestId> Engine::AddRequest(const std::string& prompt, const RequestOptions& options) {

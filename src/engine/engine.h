@@ -21,8 +21,8 @@ class Engine {
  public:
   // `on_output` runs on the loop thread, once per branch per step with new tokens, and once
   // with finished = true per branch; it must not call back into the engine's Wait*.
-  static StatusOr<std::unique_ptr<Engine>> Create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config,
-                                                  OutputCallback on_output);
+  static StatusOr<std::unique_ptr<Engine>> Create(Model& model, const Tokenizer* tokenizer,
+                                                  const EngineConfig& config, OutputCallback on_output);
   ~Engine();  // stops the loop; unfinished requests are dropped and their blocks returned
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -31,6 +31,11 @@ class Engine {
   StatusOr<RequestId> AddRequest(std::vector<int32_t> prompt, const RequestOptions& options);
   // Tokenizes `prompt` (with BOS, special tokens parsed); needs a tokenizer.
   StatusOr<RequestId> AddRequest(const std::string& prompt, const RequestOptions& options);
+  // Thread-safe. Adds all of them or none (the first invalid one's error, naming its index),
+  // in one hand-over to the loop: its next step sees every one, as an offline batch expects
+  // (one AddRequest at a time races the loop, which may start a step with only the first few).
+  StatusOr<std::vector<RequestId>> AddRequests(std::vector<std::vector<int32_t>> prompts,
+                                               const std::vector<RequestOptions>& options);
   // Thread-safe; finishes the request's branches with reason "abort" (no-op if unknown/done).
   void Abort(RequestId id);
   // Blocks until every added request has finished.

@@ -3,8 +3,8 @@
 #include <span>
 
 #include "base/check.h"
-#include "spec/verifier.h"
 #include "sampling/logprobs.h"
+#include "spec/verifier.h"
 
 namespace ferry {
 
@@ -70,8 +70,8 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     row_.assign(logits, logits + n_vocab);
     result.sampled[i].push_back(r.sampler.Sample(logits, history));
     for (Sampler& s : r.fork_samplers) {
-      std::vector<float> copy(row_);
-      result.sampled[i].push_back(s.Sample(copy.data(), history));
+      branch_.assign(row_.begin(), row_.end());
+      result.sampled[i].push_back(s.Sample(branch_.data(), history));
     }
     if (want_logprobs)
       for (int32_t token : result.sampled[i])

@@ -40,9 +40,10 @@ class ModelRunner {
   ThreadPool* pool_;
   std::optional<KvBudgetConfig> budget_;
   ForwardBatch batch_;
-  std::vector<float> logits_;  // [batch_.NumLogits(), n_vocab]
-  std::vector<float> row_;     // [n_vocab] pristine logits for the branches of a fork
-  std::vector<float> probs_;   // [num_draft + 1, n_vocab] the target's processed distributions
+  std::vector<float> logits_;     // [batch_.NumLogits(), n_vocab]
+  std::vector<float> row_;        // [n_vocab] pristine logits for the branches of a fork
+  std::vector<float> branch_;     // [n_vocab] one branch's copy of row_ (its sampler edits it)
+  std::vector<float> probs_;      // [num_draft + 1, n_vocab] the target's processed distributions
   std::vector<int32_t> history_;  // tokens + drafts so far, for the penalties
 };
 

@@ -55,17 +55,10 @@ std::variant<std::shared_ptr<OutputChannel>, ApiError> EngineClient::Submit(
     return ApiError{503,
                     fmt::format("The server is overloaded: {} requests are waiting (limit {}). Retry later.",
                                 waiting, max_waiting_)};
-  std::vector<RequestId> ids;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    StatusOr<RequestId> id = engine_->AddRequest(prompts[i], options.at(i));
-    if (!id.ok()) {
-      for (RequestId added : ids) engine_->Abort(added);  // all or none (outputs go nowhere)
-      return BadRequest(id.status().message());
-    }
-    ids.push_back(*id);
-  }
-  auto channel = std::make_shared<OutputChannel>(ids);
-  for (RequestId id : ids) channels_[id] = channel;
+  StatusOr<std::vector<RequestId>> ids = engine_->AddRequests(prompts, options);  // all or none
+  if (!ids.ok()) return BadRequest(ids.status().message());
+  auto channel = std::make_shared<OutputChannel>(*ids);
+  for (RequestId id : *ids) channels_[id] = channel;
   return channel;
 }
 

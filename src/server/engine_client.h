@@ -69,7 +69,7 @@ class EngineClient {
 
   int64_t max_waiting_ = 0;
   ServerMetrics* metrics_ = nullptr;
-  mutable std::mutex mu_;  // held across AddRequest + registration so outputs never miss a channel
+  mutable std::mutex mu_;  // held across AddRequests + registration so outputs never miss a channel
   std::unordered_map<RequestId, std::shared_ptr<OutputChannel>> channels_;  // guarded by mu_
   std::unique_ptr<Engine> engine_;  // last: its loop thread stops before the maps go
 };

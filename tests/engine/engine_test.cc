@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/loaded_model.h"
+#include "engine_run.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -76,6 +77,57 @@ TEST(Engine, ConcurrentRequestsStreamAbortAndFinish) {
   EXPECT_EQ(st.running + st.waiting, 0);
   EXPECT_EQ(st.finished, 5);
   EXPECT_EQ(st.aborted, 1);
+}
+
+// An offline batch handed over with AddRequests is one arrival: under static batching the
+// threaded engine forms exactly the batches (and takes exactly the steps) of a core that had
+// every request before its first step. One AddRequest per request could let the loop start a
+// batch with only the first few.
+TEST(Engine, AddRequestsHandsTheWholeBatchOverAtOnce) {
+  auto lm = testing::MakeTinyModel(testing::TempDir() + "/tiny.gguf");
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  EngineConfig c;
+  c.num_blocks = 256;
+  c.threads = 2;
+  c.scheduler.policy = BatchPolicy::kStatic;
+  c.scheduler.max_num_seqs = 3;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> options;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(testing::TestPrompt(5 + 7 * i, i));
+    options.push_back(testing::GreedyOptions(3 + (i * 5) % 11));
+  }
+  const testing::EngineRun ref = testing::RunEngineToCompletion(*lm, c, prompts, options);
+
+  std::mutex mu;
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  auto engine = Engine::Create(*lm->model, &*lm->tokenizer, c, [&](const RequestOutput& o) {
+    std::lock_guard<std::mutex> l(mu);
+    auto& t = tokens[o.id];
+    t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+  });
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+
+  // All or nothing: one invalid request (an empty prompt) rejects the batch, naming it.
+  auto bad_prompts = prompts;
+  bad_prompts[5].clear();
+  auto bad = (*engine)->AddRequests(bad_prompts, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("request 5"), std::string::npos) << bad.status().ToString();
+  EXPECT_FALSE((*engine)->AddRequests(prompts, {options[0]}).ok()) << "count mismatch";
+  EXPECT_EQ((*engine)->NumWaiting(), 0);
+
+  auto ids = (*engine)->AddRequests(prompts, options);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), prompts.size());
+  (*engine)->WaitIdle();
+  const EngineStats st = (*engine)->Stats();
+  EXPECT_EQ(st.steps, ref.stats.steps);
+  EXPECT_EQ(st.peak_running, 3);
+  EXPECT_EQ(st.finished, 8);
+  std::lock_guard<std::mutex> l(mu);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(tokens[(*ids)[i]], ref.tokens.at({static_cast<RequestId>(i), 0})) << "request " << i;
 }
 
 }  // namespace

@@ -111,10 +111,9 @@ int RunBench(const Opts& o) {
   });
   if (!engine.ok()) return Fail(engine.status());
   Timer timer;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto id = (*engine)->AddRequest(prompts[i], options[i]);
-    if (!id.ok()) return Fail(id.status());
-  }
+  // One hand-over: the first step sees every request (static batches are then the first
+  // --max-num-seqs requests, not whatever had arrived when the loop woke up).
+  if (auto ids = (*engine)->AddRequests(prompts, options); !ids.ok()) return Fail(ids.status());
   (*engine)->WaitIdle();
   const double elapsed = timer.Seconds();
   if (Status st = (*engine)->LoopStatus(); !st.ok()) return Fail(st);
