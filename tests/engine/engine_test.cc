@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "engine/loaded_model.h"
@@ -18,22 +19,34 @@
 namespace ferry {
 namespace {
 
-TEST(Engine, ConcurrentRequestsStreamAbortAndFinish) {
-  auto lm = testing::MakeTinyModel(testing::TempDir() + "/tiny.gguf");
-  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
-  EngineConfig c;
-  c.num_blocks = 128;
-  c.threads = 2;
+// The tiny model, a 2-thread config, and the streamed tokens and finish reasons per request.
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto lm = testing::MakeTinyModel(testing::TempDir() + "/tiny.gguf");
+    ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+    lm_.emplace(std::move(*lm));
+    config_.threads = 2;
+  }
+  StatusOr<std::unique_ptr<Engine>> Start() {
+    return Engine::Create(*lm_->model, &*lm_->tokenizer, config_, [this](const RequestOutput& o) {
+      std::lock_guard<std::mutex> l(mu_);
+      auto& t = tokens_[o.id];
+      t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+      if (o.finished) reasons_[o.id] = o.finish_reason;
+    });
+  }
 
-  std::mutex mu;
-  std::map<RequestId, std::vector<int32_t>> tokens;
-  std::map<RequestId, std::string> reasons;
-  auto engine = Engine::Create(*lm->model, &*lm->tokenizer, c, [&](const RequestOutput& o) {
-    std::lock_guard<std::mutex> l(mu);
-    auto& t = tokens[o.id];
-    t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
-    if (o.finished) reasons[o.id] = o.finish_reason;
-  });
+  std::optional<LoadedModel> lm_;
+  EngineConfig config_;
+  std::mutex mu_;  // guards tokens_ and reasons_ (written on the loop thread)
+  std::map<RequestId, std::vector<int32_t>> tokens_;
+  std::map<RequestId, std::string> reasons_;
+};
+
+TEST_F(EngineTest, ConcurrentRequestsStreamAbortAndFinish) {
+  config_.num_blocks = 128;
+  auto engine = Start();
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   RequestOptions o;
   o.sampling.temperature = 0;
@@ -59,20 +72,20 @@ TEST(Engine, ConcurrentRequestsStreamAbortAndFinish) {
   EXPECT_FALSE((*engine)->AddRequest(std::vector<int32_t>{}, o).ok());
   (*engine)->WaitIdle();
 
-  std::unique_lock<std::mutex> l(mu);
-  EXPECT_EQ(reasons[*victim], "abort");
-  EXPECT_LT(tokens[*victim].size(), 400u);
+  std::unique_lock<std::mutex> l(mu_);
+  EXPECT_EQ(reasons_[*victim], "abort");
+  EXPECT_LT(tokens_[*victim].size(), 400u);
   for (const auto& [t, id] : ids) {
-    EXPECT_EQ(tokens[id].size(), 12u);
-    EXPECT_EQ(reasons[id], "length");
+    EXPECT_EQ(tokens_[id].size(), 12u);
+    EXPECT_EQ(reasons_[id], "length");
   }
   // Same prompt text, same greedy tokens: what else ran did not matter.
   auto again = (*engine)->AddRequest("the cat sat 0", o);
   ASSERT_TRUE(again.ok());
   l.unlock();
   (*engine)->WaitIdle();
-  std::lock_guard<std::mutex> l2(mu);
-  EXPECT_EQ(tokens[*again], tokens[ids[0]]);
+  std::lock_guard<std::mutex> l2(mu_);
+  EXPECT_EQ(tokens_[*again], tokens_[ids[0]]);
   EngineStats st = (*engine)->Stats();
   EXPECT_EQ(st.running + st.waiting, 0);
   EXPECT_EQ(st.finished, 5);
@@ -83,29 +96,18 @@ TEST(Engine, ConcurrentRequestsStreamAbortAndFinish) {
 // threaded engine forms exactly the batches (and takes exactly the steps) of a core that had
 // every request before its first step. One AddRequest per request could let the loop start a
 // batch with only the first few.
-TEST(Engine, AddRequestsHandsTheWholeBatchOverAtOnce) {
-  auto lm = testing::MakeTinyModel(testing::TempDir() + "/tiny.gguf");
-  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
-  EngineConfig c;
-  c.num_blocks = 256;
-  c.threads = 2;
-  c.scheduler.policy = BatchPolicy::kStatic;
-  c.scheduler.max_num_seqs = 3;
+TEST_F(EngineTest, AddRequestsHandsTheWholeBatchOverAtOnce) {
+  config_.num_blocks = 256;
+  config_.scheduler.policy = BatchPolicy::kStatic;
+  config_.scheduler.max_num_seqs = 3;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<RequestOptions> options;
   for (int i = 0; i < 8; ++i) {
     prompts.push_back(testing::TestPrompt(5 + 7 * i, i));
     options.push_back(testing::GreedyOptions(3 + (i * 5) % 11));
   }
-  const testing::EngineRun ref = testing::RunEngineToCompletion(*lm, c, prompts, options);
-
-  std::mutex mu;
-  std::map<RequestId, std::vector<int32_t>> tokens;
-  auto engine = Engine::Create(*lm->model, &*lm->tokenizer, c, [&](const RequestOutput& o) {
-    std::lock_guard<std::mutex> l(mu);
-    auto& t = tokens[o.id];
-    t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
-  });
+  const testing::EngineRun ref = testing::RunEngineToCompletion(*lm_, config_, prompts, options);
+  auto engine = Start();
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
 
   // All or nothing: one invalid request (an empty prompt) rejects the batch, naming it.
@@ -125,9 +127,9 @@ TEST(Engine, AddRequestsHandsTheWholeBatchOverAtOnce) {
   EXPECT_EQ(st.steps, ref.stats.steps);
   EXPECT_EQ(st.peak_running, 3);
   EXPECT_EQ(st.finished, 8);
-  std::lock_guard<std::mutex> l(mu);
+  std::lock_guard<std::mutex> l(mu_);
   for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(tokens[(*ids)[i]], ref.tokens.at({static_cast<RequestId>(i), 0})) << "request " << i;
+    EXPECT_EQ(tokens_[(*ids)[i]], ref.tokens.at({static_cast<RequestId>(i), 0})) << "request " << i;
 }
 
 }  // namespace
