@@ -72,6 +72,8 @@ KernelTable MakeAvx2() {
   set_dot(DType::kQ4_K, avx2::DotQ4_K);
   set_dot(DType::kQ5_K, avx2::DotQ5_K);
   set_dot(DType::kQ6_K, avx2::DotQ6_K);
+  t.dot_tile[static_cast<int>(DType::kQ4_K)] = avx2::DotTileQ4_K;
+  t.dot_tile[static_cast<int>(DType::kQ6_K)] = avx2::DotTileQ6_K;
   // q2_K / q3_K keep the scalar dot (rare in practice).
   auto set_q = [&](DType d, QuantizeFn f) { t.quantize_act[static_cast<int>(d)] = f; };
   set_q(DType::kF16, avx2::QuantizeActF16);
@@ -136,7 +138,8 @@ Isa ChooseFromEnv() {
   }
   const Isa got = Clamp(want);
   if (got != want)
-    Log(LogLevel::kWarn, "FERRY_ISA={} unavailable on this CPU or not implemented; using {}", env, IsaName(got));
+    Log(LogLevel::kWarn, "FERRY_ISA={} unavailable on this CPU or not implemented; using {}", env,
+        IsaName(got));
   return got;
 }
 
@@ -148,8 +151,10 @@ const KernelTable& TableFor(Isa isa) {
   static const KernelTable scalar = MakeScalar();
   static const KernelTable avx2 = MakeAvx2();
   switch (Clamp(isa)) {
-    case Isa::kScalar: return scalar;
-    default: return avx2;
+    case Isa::kScalar:
+      return scalar;
+    default:
+      return avx2;
   }
 }
 
@@ -166,16 +171,23 @@ const KernelTable& Table() {
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
 
-Isa ActiveIsa() { return internal::Table().isa; }
+Isa ActiveIsa() {
+  return internal::Table().isa;
+}
 
-Isa BestSupportedIsa() { return internal::Clamp(Isa::kAvx512); }
+Isa BestSupportedIsa() {
+  return internal::Clamp(Isa::kAvx512);
+}
 
 bool ForceIsa(Isa isa) {
   if (static_cast<int>(isa) > static_cast<int>(internal::CpuBestIsa())) return false;

@@ -12,6 +12,11 @@ namespace ferry::kernels::internal {
 
 // Weight row x activation row (already converted to the partner type) -> float.
 using DotFn = float (*)(const void* w, const void* x, int64_t n);
+// One weight row x nt (1..kMaxDotTile) activation rows -> out[nt]. Token t's result is
+// bit-identical to the same table's dot(w, x[t], n): MatMul's results never depend on how
+// it tiles the tokens.
+using DotTileFn = void (*)(const void* w, const void* const* x, int nt, int64_t n, float* out);
+inline constexpr int kMaxDotTile = 4;
 // f32 activation row [n] -> partner-type row.
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 
@@ -19,7 +24,8 @@ inline constexpr int kMaxDType = 32;  // DType values are < 32
 
 struct KernelTable {
   Isa isa;
-  DotFn dot[kMaxDType];             // indexed by weight DType; null when unsupported
+  DotFn dot[kMaxDType];                // indexed by weight DType; null when unsupported
+  DotTileFn dot_tile[kMaxDType];       // optional (null: MatMul calls dot per token)
   QuantizeFn quantize_act[kMaxDType];  // indexed by partner DType (f16, bf16, q8_0, q8_1, q8_K)
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);

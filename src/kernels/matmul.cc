@@ -62,13 +62,25 @@ void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst,
 
 DType MatMulActivationType(DType t) {
   switch (t) {
-    case DType::kF16: return DType::kF16;
-    case DType::kBF16: return DType::kBF16;
-    case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: return DType::kQ8_0;
-    case DType::kQ4_1: case DType::kQ5_1: return DType::kQ8_1;
-    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
+    case DType::kF16:
+      return DType::kF16;
+    case DType::kBF16:
+      return DType::kBF16;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ8_0:
+      return DType::kQ8_0;
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+      return DType::kQ8_1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return DType::kQ8_K;
-    default: return DType::kF32;
+    default:
+      return DType::kF32;
   }
 }
 
@@ -77,11 +89,12 @@ bool CanMatMul(DType t) {
   return i < internal::kMaxDType && internal::Table().dot[i] != nullptr;
 }
 
-void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
-            float* y, ThreadPool* pool) {
+void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok, float* y,
+            ThreadPool* pool) {
   if (n_out <= 0 || n_tok <= 0) return;
   const internal::KernelTable& tab = internal::Table();
   const internal::DotFn dot = tab.dot[static_cast<int>(w_type)];
+  const internal::DotTileFn dot_tile = tab.dot_tile[static_cast<int>(w_type)];
   FERRY_CHECK(dot != nullptr);
   const DType act = MatMulActivationType(w_type);
   const size_t w_row = RowBytes(w_type, n_in);
@@ -109,7 +122,8 @@ void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const floa
     xq = buf;
   }
 
-  const int64_t row_block = std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / std::max<size_t>(w_row, 1)), 4, 256);
+  const int64_t row_block =
+      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / std::max<size_t>(w_row, 1)), 4, 256);
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t b0 = r0; b0 < r1; b0 += row_block) {
       const int64_t b1 = std::min(r1, b0 + row_block);
@@ -117,7 +131,19 @@ void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const floa
         const int64_t t1 = std::min(n_tok, t0 + kTokenTile);
         for (int64_t o = b0; o < b1; ++o) {
           const std::byte* wr = wb + static_cast<size_t>(o) * w_row;
-          for (int64_t t = t0; t < t1; ++t) y[t * n_out + o] = dot(wr, xq + static_cast<size_t>(t) * x_row, n_in);
+          if (dot_tile && t1 - t0 > 1) {  // the row's weight-side work once per few tokens
+            for (int64_t t = t0; t < t1; t += internal::kMaxDotTile) {
+              const int nt = static_cast<int>(std::min<int64_t>(internal::kMaxDotTile, t1 - t));
+              const void* xs[internal::kMaxDotTile];
+              float out[internal::kMaxDotTile];
+              for (int i = 0; i < nt; ++i) xs[i] = xq + static_cast<size_t>(t + i) * x_row;
+              dot_tile(wr, xs, nt, n_in, out);
+              for (int i = 0; i < nt; ++i) y[(t + i) * n_out + o] = out[i];
+            }
+          } else {
+            for (int64_t t = t0; t < t1; ++t)
+              y[t * n_out + o] = dot(wr, xq + static_cast<size_t>(t) * x_row, n_in);
+          }
         }
       }
     }

@@ -30,18 +30,45 @@ const std::vector<ModelPreset> kPresets = {
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a uniform weight type.
 int32_t FileType(DType t) {
   switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ4_1: return 3;
-    case DType::kQ8_0: return 7;
-    case DType::kQ5_0: return 8;
-    case DType::kQ5_1: return 9;
-    case DType::kBF16: return 32;
-    case DType::kI4G128: return 1001;  // Ferry's own (docs/formats.md); llama.cpp has no such type
-    case DType::kI8: return 1002;      // W8A8 (docs/formats.md "W8A8 tensors")
-    default: return 0;
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ5_1:
+      return 9;
+    case DType::kQ4_K:
+      return 14;  // llama.cpp's MOSTLY_Q4_K_S (Q4_K throughout)
+    case DType::kQ6_K:
+      return 18;
+    case DType::kBF16:
+      return 32;
+    case DType::kI4G128:
+      return 1001;  // Ferry's own (docs/formats.md); llama.cpp has no such type
+    case DType::kI8:
+      return 1002;  // W8A8 (docs/formats.md "W8A8 tensors")
+    default:
+      return 0;
   }
+}
+
+// llama.cpp's Q4_K_M recipe (llama_tensor_get_type): Q6_K for the output head (the token
+// embeddings when they double as the head) and for attn_v and ffn_down in the layers its
+// use_more_bits picks (the first and last eighth and every third layer between), Q4_K elsewhere.
+DType MatrixTypeQ4_K_M(const std::string& name, bool tied_head, int32_t n_layers) {
+  if (name == "output.weight" || (tied_head && name == "token_embd.weight")) return DType::kQ6_K;
+  const bool v_or_down = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
+  if (!v_or_down || name.rfind("blk.", 0) != 0) return DType::kQ4_K;
+  const int32_t layer = std::stoi(name.substr(4));
+  const bool more_bits = layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+  return more_bits ? DType::kQ6_K : DType::kQ4_K;
 }
 
 // SplitMix64: fast, seedable per row, so weights do not depend on the thread count.
@@ -134,15 +161,18 @@ struct PlannedTensor {
 
 }  // namespace
 
-const std::vector<ModelPreset>& ModelPresets() { return kPresets; }
+const std::vector<ModelPreset>& ModelPresets() {
+  return kPresets;
+}
 
 std::vector<DType> SyntheticModelTypes() {
-  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-          DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G128, DType::kI8};
+  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,
+          DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K, DType::kI4G128, DType::kI8};
 }
 
 Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
-  auto it = std::find_if(kPresets.begin(), kPresets.end(), [&](const ModelPreset& p) { return p.name == options.preset; });
+  auto it = std::find_if(kPresets.begin(), kPresets.end(),
+                         [&](const ModelPreset& p) { return p.name == options.preset; });
   if (it == kPresets.end()) {
     std::string names;
     for (const auto& p : kPresets) names += (names.empty() ? "" : ", ") + p.name;
@@ -152,8 +182,12 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   const bool w8a8 = options.type == DType::kI8;
   if (std::find(types.begin(), types.end(), options.type) == types.end() ||
       (!w8a8 && !kernels::CanQuantize(options.type)))
-    return InvalidArgumentError("make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128, w8a8)",
-                                DTypeName(options.type));
+    return InvalidArgumentError(
+        "make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
+        "q4_k_m, q6_k, int4_g128, w8a8)",
+        DTypeName(options.type));
+  if (options.q4_k_m && options.type != DType::kQ4_K)
+    return InvalidArgumentError("the Q4_K_M mix needs type q4_k, not {}", DTypeName(options.type));
   const ModelPreset& p = *it;
   const int64_t head_dim = p.dim / p.n_heads;
 
@@ -161,7 +195,8 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   const std::string a = p.arch + ".";
   md.SetString("general.architecture", p.arch);
   md.SetString("general.name", "ferry-synthetic-" + p.name);
-  md.SetUint("general.file_type", static_cast<uint64_t>(FileType(options.type)));  // u32, as llama.cpp reads it
+  md.SetUint("general.file_type",  // u32, as llama.cpp reads it; 15 = MOSTLY_Q4_K_M
+             static_cast<uint64_t>(options.q4_k_m ? 15 : FileType(options.type)));
   md.SetUint(a + "context_length", static_cast<uint64_t>(p.n_ctx));
   md.SetUint(a + "embedding_length", static_cast<uint64_t>(p.dim));
   md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
@@ -228,8 +263,9 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     total_elems += elems;
     // int4_g128 needs rows of whole 128-element groups (e.g. tinyllama-1.1b, not smollm-135m).
     if (t.kind == K::kMatrix && t.shape.back() % Traits(options.type).block_size != 0)
-      return InvalidArgumentError("preset '{}' has rows of {} elements, not a multiple of {}'s block of {}", p.name,
-                                  t.shape.back(), DTypeName(options.type), Traits(options.type).block_size);
+      return InvalidArgumentError("preset '{}' has rows of {} elements, not a multiple of {}'s block of {}",
+                                  p.name, t.shape.back(), DTypeName(options.type),
+                                  Traits(options.type).block_size);
   }
   ProgressBar progress("making " + p.name, total_elems, options.show_progress);
   ThreadPool pool(options.threads);
@@ -240,9 +276,12 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   int64_t done = 0;
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     const PlannedTensor& t = plan[ti];
-    DType type = t.kind == K::kMatrix ? options.type : DType::kF32;
+    DType type = t.kind != K::kMatrix ? DType::kF32
+                 : options.q4_k_m     ? MatrixTypeQ4_K_M(t.name, p.tied_embeddings, p.n_layers)
+                                      : options.type;
     // W8A8 files: block linears int8 + scales; embeddings and lm_head stay q8_0.
-    const bool w8a8_matrix = w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2;
+    const bool w8a8_matrix =
+        w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2;
     if (w8a8 && type == DType::kI8 && !w8a8_matrix) type = DType::kQ8_0;
     int64_t rows = 1;  // every dim but the innermost
     for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
@@ -266,8 +305,8 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
           FillNormal(row.data(), cols, sd, seed);
         }
         if (w8a8_matrix) {
-          w8a8_scales.back()[static_cast<size_t>(r)] =
-              QuantizeRowInt8(row.data(), cols, reinterpret_cast<int8_t*>(dst + row_bytes * static_cast<size_t>(r)));
+          w8a8_scales.back()[static_cast<size_t>(r)] = QuantizeRowInt8(
+              row.data(), cols, reinterpret_cast<int8_t*>(dst + row_bytes * static_cast<size_t>(r)));
         } else {
           kernels::QuantizeRow(type, row.data(), dst + row_bytes * static_cast<size_t>(r), cols);
         }

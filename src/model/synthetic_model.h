@@ -23,17 +23,19 @@ struct ModelPreset {
   int32_t n_expert = 0, n_expert_used = 0, shared_ffn_dim = 0;
 };
 
-// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2),
-// "qwen2moe-tiny" (8 experts, top-4, shared expert, unnormalized weights), "mixtral-mini"
-// (Mixtral's proportions at 1/4 width: 8 experts top-2) and "mixtral-mini-dense" (its dense
+// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary); MoE:
+// "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared expert, unnormalized weights),
+// "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and "mixtral-mini-dense" (its dense
 // twin with the same total parameters: one FFN as wide as all 8 experts).
 const std::vector<ModelPreset>& ModelPresets();
 
 struct SyntheticModelOptions {
   std::string preset = "tiny";
-  DType type = DType::kF16;   // weight matrices; norms stay f32. kI8 = W8A8 (docs/formats.md):
-                              // block linears int8 + f32 weight_scale, embeddings/head q8_0
+  DType type = DType::kF16;      // weight matrices; norms stay f32. kI8 = W8A8 (docs/formats.md):
+                                 // block linears int8 + f32 weight_scale, embeddings/head q8_0
   float w8a8_input_scale = 0.f;  // W8A8 only: > 0 writes this static input_scale per linear
+  // With type kQ4_K: llama.cpp's Q4_K_M mix instead of Q4_K everywhere (MatrixTypeQ4_K_M).
+  bool q4_k_m = false;
   uint64_t seed = 1234;
   float stddev = 0.02f;       // weights ~ N(0, stddev^2), norms = 1
   float bias_stddev = 0.02f;  // q/k/v biases of qwen2 presets ~ N(0, bias_stddev^2)

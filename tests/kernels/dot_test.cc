@@ -2,11 +2,12 @@
 // against ref, on random data and lengths (ragged tails for the float types).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
-#include "kernels/dispatch.h"
 #include "kernel_test_util.h"
+#include "kernels/dispatch.h"
 
 namespace ferry::kernels {
 namespace {
@@ -71,6 +72,42 @@ TEST(Dot, EveryIsaMatchesRef) {
   }
 }
 
+// A tiled dot (one weight row, up to kMaxDotTile activation rows) gives each token the same
+// bits as the table's single dot, at every tile size and position in the tile.
+TEST(Dot, TilesEqualSingleDotsBitExact) {
+  std::mt19937 rng(13);
+  int tested = 0;
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    for (DType t : MatMulTypes()) {
+      const internal::DotTileFn tile = tab.dot_tile[static_cast<int>(t)];
+      if (!tile) continue;
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
+      ++tested;
+      for (int rep = 0; rep < 20; ++rep) {
+        const int64_t n = RandomLength(rng, t);
+        auto w = RandomRow(rng, t, n);
+        std::vector<std::vector<uint8_t>> xq;
+        for (int i = 0; i < internal::kMaxDotTile; ++i) {
+          auto x = RandomFloats(rng, n, i == 1 ? 100.f : 1.f);
+          xq.push_back(ToPartner(t, x.data(), n));
+        }
+        for (int nt = 1; nt <= internal::kMaxDotTile; ++nt) {
+          const void* xs[internal::kMaxDotTile];
+          float out[internal::kMaxDotTile];
+          for (int i = 0; i < nt; ++i) xs[i] = xq[static_cast<size_t>(i)].data();
+          tile(w.data(), xs, nt, n, out);
+          for (int i = 0; i < nt; ++i) {
+            const float single = tab.dot[static_cast<int>(t)](w.data(), xs[i], n);
+            ASSERT_EQ(std::memcmp(&out[i], &single, 4), 0) << "n=" << n << " nt=" << nt << " token " << i;
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no ISA on this CPU has tiled dots";
+}
+
 TEST(Dot, F32HelpersMatchRef) {
   std::mt19937 rng(12);
   for (Isa isa : testing::TestIsas()) {
@@ -78,7 +115,8 @@ TEST(Dot, F32HelpersMatchRef) {
     for (int rep = 0; rep < 50; ++rep) {
       const int64_t n = std::uniform_int_distribution<int64_t>(1, 200)(rng);
       auto a = RandomFloats(rng, n), b = RandomFloats(rng, n);
-      EXPECT_NEAR(tab.dot_f32(a.data(), b.data(), n), ref::DotF32(a.data(), b.data(), n), 1e-5 * AbsDot(a, b));
+      EXPECT_NEAR(tab.dot_f32(a.data(), b.data(), n), ref::DotF32(a.data(), b.data(), n),
+                  1e-5 * AbsDot(a, b));
       auto y1 = b, y2 = b;
       tab.axpy(0.37f, a.data(), y1.data(), n);
       ref::Axpy(0.37f, a.data(), y2.data(), n);

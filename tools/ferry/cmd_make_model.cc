@@ -1,4 +1,6 @@
 // `ferry make-model`: a GGUF with random weights and a real model's shapes.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <memory>
 
@@ -21,7 +23,11 @@ Runner AddMakeModelCommand(CLI::App& app) {
   std::string presets;
   for (const auto& p : ModelPresets()) presets += (presets.empty() ? "" : ", ") + p.name;
   cmd->add_option("--preset", o->preset, "shape preset: " + presets)->capture_default_str();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, int4_g128, w8a8")->capture_default_str();
+  cmd->add_option(
+         "--type", o->type,
+         "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q6_k, int4_g128, w8a8, or q4_k_m "
+         "(llama.cpp's Q4_K_M mix of q4_k and q6_k)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", o->out, "output .gguf file")->required();
   cmd->add_option("--seed", o->seed, "weights seed")->capture_default_str();
   cmd->add_option("--input-scale", o->input_scale,
@@ -30,11 +36,15 @@ Runner AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)");
 
   return [o]() -> int {
-    auto type = o->type == "w8a8" ? std::optional<DType>(DType::kI8) : DTypeFromName(o->type);
+    std::string name = o->type;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool q4_k_m = name == "q4_k_m";
+    auto type = name == "w8a8" ? std::optional<DType>(DType::kI8) : DTypeFromName(q4_k_m ? "q4_k" : name);
     if (!type) return Fail(InvalidArgumentError("unknown --type '{}'", o->type));
     SyntheticModelOptions opts;
     opts.preset = o->preset;
     opts.type = *type;
+    opts.q4_k_m = q4_k_m;
     opts.seed = o->seed;
     opts.w8a8_input_scale = o->input_scale;
     opts.threads = o->threads;
@@ -42,8 +52,8 @@ Runner AddMakeModelCommand(CLI::App& app) {
     Timer timer;
     Status st = WriteSyntheticModel(o->out, opts);
     if (!st.ok()) return Fail(st);
-    std::fprintf(stderr, "ferry: wrote %s (%s, %s) in %.1f s\n", o->out.c_str(), o->preset.c_str(), o->type.c_str(),
-                 timer.Seconds());
+    std::fprintf(stderr, "ferry: wrote %s (%s, %s) in %.1f s\n", o->out.c_str(), o->preset.c_str(),
+                 o->type.c_str(), timer.Seconds());
     return 0;
   };
 }

@@ -27,6 +27,9 @@ float DotQ8_0(const void* w, const void* x, int64_t n);
 float DotQ4_K(const void* w, const void* x, int64_t n);
 float DotQ5_K(const void* w, const void* x, int64_t n);
 float DotQ6_K(const void* w, const void* x, int64_t n);
+// One weight row against nt (1..4) activation rows (dispatch.h DotTileFn).
+void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out);
+void DotTileQ6_K(const void* w, const void* const* x, int nt, int64_t n, float* out);
 
 // W8A8, same contracts as ref::.
 float QuantizeActInt8(const float* x, int64_t n, float static_scale, int8_t* q);
@@ -34,8 +37,8 @@ int32_t DotI8(const int8_t* w, const int8_t* x, int64_t n);
 void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
 
 // Packed MatMul micro-kernel and bandwidth-probe sum, same contracts as ref::.
-void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
-                float* const* y);
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
+                int nt, float* const* y);
 // x must be 32-byte aligned.
 double ReadSum(const float* x, int64_t n);
 

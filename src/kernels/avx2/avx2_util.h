@@ -8,6 +8,13 @@
 
 namespace ferry::kernels::avx2 {
 
+// GCC re-associates a fully unrolled chain of integer adds into a tree, which needs more
+// registers than AVX2 has and spills every partial sum; an empty asm on the accumulator keeps
+// the chain (and the accumulator in a register).
+inline void KeepInRegister(__m256i& v) {
+  __asm__("" : "+x"(v));
+}
+
 inline float HsumF32x8(__m256 x) {
   __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -55,8 +62,8 @@ inline __m256i NibblesToBytes(const uint8_t* p) {
 inline __m256i BitsToBytes(const uint8_t* p) {
   uint32_t x32;
   std::memcpy(&x32, p, 4);
-  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                         0x0101010101010101, 0x0000000000000000);
+  const __m256i shuf =
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
   __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)), shuf);
   bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
   return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));

@@ -7,15 +7,17 @@
 
 #include "core/fp16.h"
 #include "kernels/avx2/avx2.h"
-#include "kernels/dispatch.h"
 #include "kernels/avx2/avx2_util.h"
+#include "kernels/dispatch.h"
 #include "kernels/quant_blocks.h"
 
 namespace ferry::kernels::avx2 {
 namespace {
 
 // F16C scalar conversion: one instruction instead of the portable bit manipulation.
-inline float H(fp16_t h) { return _cvtsh_ss(h); }
+inline float H(fp16_t h) {
+  return _cvtsh_ss(h);
+}
 
 inline __m256 LoadF16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -44,18 +46,27 @@ inline float DotFloatLike(const T* a, const T* b, int64_t n, Load load, float (*
   return s;
 }
 
-inline float IdF(float v) { return v; }
-inline float F16F(uint16_t v) { return Fp16ToFp32(v); }
-inline float Bf16F(uint16_t v) { return Bf16ToFp32(v); }
+inline float IdF(float v) {
+  return v;
+}
+inline float F16F(uint16_t v) {
+  return Fp16ToFp32(v);
+}
+inline float Bf16F(uint16_t v) {
+  return Bf16ToFp32(v);
+}
 
 }  // namespace
 
 float DotF32(const void* w, const void* x, int64_t n) {
-  return DotFloatLike(static_cast<const float*>(w), static_cast<const float*>(x), n,
-                      [](const float* p) { return _mm256_loadu_ps(p); }, IdF);
+  return DotFloatLike(
+      static_cast<const float*>(w), static_cast<const float*>(x), n,
+      [](const float* p) { return _mm256_loadu_ps(p); }, IdF);
 }
 
-float DotF32Plain(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
+float DotF32Plain(const float* a, const float* b, int64_t n) {
+  return DotF32(a, b, n);
+}
 
 float DotF16(const void* w, const void* x, int64_t n) {
   return DotFloatLike(static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(x), n, LoadF16, F16F);
@@ -82,12 +93,16 @@ inline float DotBlocks32(const WB* a, const XB* b, const float* yd, int64_t nb, 
     h = _mm_insert_epi16(h, a[i + 3].d, 3);
     _mm_store_ps(dd, _mm_mul_ps(_mm_cvtph_ps(h), _mm_loadu_ps(yd + i)));
     acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 0), _mm256_cvtepi32_ps(block_dot(a[i], b[i])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 1), _mm256_cvtepi32_ps(block_dot(a[i + 1], b[i + 1])), acc1);
-    acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 2), _mm256_cvtepi32_ps(block_dot(a[i + 2], b[i + 2])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 3), _mm256_cvtepi32_ps(block_dot(a[i + 3], b[i + 3])), acc1);
+    acc1 =
+        _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 1), _mm256_cvtepi32_ps(block_dot(a[i + 1], b[i + 1])), acc1);
+    acc0 =
+        _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 2), _mm256_cvtepi32_ps(block_dot(a[i + 2], b[i + 2])), acc0);
+    acc1 =
+        _mm256_fmadd_ps(_mm256_broadcast_ss(dd + 3), _mm256_cvtepi32_ps(block_dot(a[i + 3], b[i + 3])), acc1);
   }
   for (; i < nb; ++i)
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(H(a[i].d) * yd[i]), _mm256_cvtepi32_ps(block_dot(a[i], b[i])), acc0);
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(H(a[i].d) * yd[i]), _mm256_cvtepi32_ps(block_dot(a[i], b[i])), acc0);
   return HsumF32x8(_mm256_add_ps(acc0, acc1));
 }
 
@@ -110,7 +125,9 @@ inline float SumMinTimesS(const WB* a, const float* ys, int64_t nb) {
   return s;
 }
 
-inline __m256i LoadQ(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
+inline __m256i LoadQ(const int8_t* qs) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
 
 }  // namespace
 
@@ -129,22 +146,24 @@ float DotQ4_1(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q4_1*>(w);
   const float* yd = internal::ActScales(x, nb, sizeof(block_q8_1));
   const float summs = SumMinTimesS(a, yd + nb, nb);
-  const float dot = DotBlocks32(a, static_cast<const block_q8_1*>(x), yd, nb, [&](const block_q4_1& wb, const block_q8_1& xb) {
-    return MulSumU8I8(NibblesToBytes(wb.qs), LoadQ(xb.qs));
-  });
+  const float dot = DotBlocks32(a, static_cast<const block_q8_1*>(x), yd, nb,
+                                [&](const block_q4_1& wb, const block_q8_1& xb) {
+                                  return MulSumU8I8(NibblesToBytes(wb.qs), LoadQ(xb.qs));
+                                });
   return dot + summs;
 }
 
 float DotQ5_0(const void* w, const void* x, int64_t n) {
   const int64_t nb = n / 32;
   const __m256i f0 = _mm256_set1_epi8(static_cast<char>(0xF0));
-  return DotBlocks32(static_cast<const block_q5_0*>(w), static_cast<const block_q8_0*>(x),
-                     internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
-                     [&](const block_q5_0& wb, const block_q8_0& xb) {
-                       // (q | hbit << 4) - 16 == q | 0xF0 when the high bit is clear, q otherwise.
-                       const __m256i qx = _mm256_or_si256(NibblesToBytes(wb.qs), _mm256_andnot_si256(BitsToBytes(wb.qh), f0));
-                       return MulSumI8(qx, LoadQ(xb.qs));
-                     });
+  return DotBlocks32(
+      static_cast<const block_q5_0*>(w), static_cast<const block_q8_0*>(x),
+      internal::ActScales(x, nb, sizeof(block_q8_0)), nb, [&](const block_q5_0& wb, const block_q8_0& xb) {
+        // (q | hbit << 4) - 16 == q | 0xF0 when the high bit is clear, q otherwise.
+        const __m256i qx =
+            _mm256_or_si256(NibblesToBytes(wb.qs), _mm256_andnot_si256(BitsToBytes(wb.qh), f0));
+        return MulSumI8(qx, LoadQ(xb.qs));
+      });
 }
 
 float DotQ5_1(const void* w, const void* x, int64_t n) {
@@ -153,18 +172,20 @@ float DotQ5_1(const void* w, const void* x, int64_t n) {
   const float* yd = internal::ActScales(x, nb, sizeof(block_q8_1));
   const __m256i b4 = _mm256_set1_epi8(0x10);
   const float summs = SumMinTimesS(a, yd + nb, nb);
-  const float dot = DotBlocks32(a, static_cast<const block_q8_1*>(x), yd, nb, [&](const block_q5_1& wb, const block_q8_1& xb) {
-    const __m256i qx = _mm256_or_si256(NibblesToBytes(wb.qs), _mm256_and_si256(BitsToBytes(wb.qh), b4));
-    return MulSumU8I8(qx, LoadQ(xb.qs));
-  });
+  const float dot = DotBlocks32(
+      a, static_cast<const block_q8_1*>(x), yd, nb, [&](const block_q5_1& wb, const block_q8_1& xb) {
+        const __m256i qx = _mm256_or_si256(NibblesToBytes(wb.qs), _mm256_and_si256(BitsToBytes(wb.qh), b4));
+        return MulSumU8I8(qx, LoadQ(xb.qs));
+      });
   return dot + summs;
 }
 
 float DotQ8_0(const void* w, const void* x, int64_t n) {
   const int64_t nb = n / 32;
-  return DotBlocks32(static_cast<const block_q8_0*>(w), static_cast<const block_q8_0*>(x),
-                     internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
-                     [&](const block_q8_0& wb, const block_q8_0& xb) { return MulSumI8(LoadQ(wb.qs), LoadQ(xb.qs)); });
+  return DotBlocks32(
+      static_cast<const block_q8_0*>(w), static_cast<const block_q8_0*>(x),
+      internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
+      [&](const block_q8_0& wb, const block_q8_0& xb) { return MulSumI8(LoadQ(wb.qs), LoadQ(xb.qs)); });
 }
 
 namespace {
@@ -173,8 +194,8 @@ namespace {
 // broadcast of bytes (2k, 2k+1) across the register.
 inline __m256i ScaleShuffleK4(int k) {
   const char lo = static_cast<char>(2 * k), hi = static_cast<char>(2 * k + 1);
-  return _mm256_set_epi8(hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo,
-                         hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo);
+  return _mm256_set_epi8(hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi,
+                         lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo);
 }
 
 // Unpacks q4_K/q5_K's 12 scale bytes into utmp[0..1] = 8 scales, utmp[2..3] = 8 mins.
@@ -195,48 +216,66 @@ inline __m128i MinsTimesBsums(__m256i mins_and_scales, const int16_t* bsums) {
   return _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
 }
 
-}  // namespace
-
-float DotQ4_K(const void* w, const void* x, int64_t n) {
+// q4_K against NT q8_K rows: the weight side of a block (scale unpacking, nibble masks) is done
+// once for all NT tokens. Each token runs exactly the instruction sequence of NT = 1, so
+// DotQ4_K (NT = 1) and DotTileQ4_K give the same bits for a token whatever its tile.
+template <int NT>
+void DotQ4_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   const auto* a = static_cast<const block_q4_K*>(w);
-  const auto* b = static_cast<const block_q8_K*>(x);
+  const block_q8_K* b[NT];
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const block_q8_K*>(x[t]);
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
+  __m256 acc[NT];
+  __m128 acc_m[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    acc_m[t] = _mm_setzero_ps();
+  }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = b[i].d * H(a[i].d);
-    const float dmin = -b[i].d * H(a[i].dmin);
+    const float wd = H(a[i].d), wdmin = H(a[i].dmin);
     uint32_t utmp[4];
     UnpackK4Scales(a[i].scales, utmp);
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(
-        _mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]),
-                      static_cast<int>(utmp[0])));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[i].bsums)), acc_m);
+    const __m256i mins_and_scales =
+        _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]),
+                                           static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
+    float d[NT];
+    for (int t = 0; t < NT; ++t) {
+      d[t] = b[t][i].d * wd;
+      const float dmin = -b[t][i].d * wdmin;
+      acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin),
+                              _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[t][i].bsums)), acc_m[t]);
+    }
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
     const uint8_t* q4 = a[i].qs;
-    const int8_t* q8 = b[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i scale_l = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j));
       const __m256i scale_h = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j + 1));
-      const __m256i q4bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4));
-      q4 += 32;
+      const __m256i q4bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j));
       const __m256i q4l = _mm256_and_si256(q4bits, m4);
       const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      const __m256i q8l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
-      const __m256i q8h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32));
-      q8 += 64;
-      const __m256i pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
-      const __m256i ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* q8 = b[t][i].qs + 64 * j;
+        const __m256i q8l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
+        const __m256i q8h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32));
+        const __m256i pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+        const __m256i ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+        KeepInRegister(sumi[t]);
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-  return HsumF32x8(acc) + _mm_cvtss_f32(acc_m);
+  for (int t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[t] = HsumF32x8(acc[t]) + _mm_cvtss_f32(m);
+  }
 }
+}  // namespace
 
 float DotQ5_K(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q5_K*>(w);
@@ -249,10 +288,11 @@ float DotQ5_K(const void* w, const void* x, int64_t n) {
     const float dmin = -b[i].d * H(a[i].dmin);
     uint32_t utmp[4];
     UnpackK4Scales(a[i].scales, utmp);
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(
-        _mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]),
-                      static_cast<int>(utmp[0])));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[i].bsums)), acc_m);
+    const __m256i mins_and_scales =
+        _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]),
+                                           static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
+    acc_m =
+        _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[i].bsums)), acc_m);
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
     const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh));
@@ -286,29 +326,34 @@ float DotQ5_K(const void* w, const void* x, int64_t n) {
   return HsumF32x8(acc) + _mm_cvtss_f32(acc_m);
 }
 
-float DotQ6_K(const void* w, const void* x, int64_t n) {
+namespace {
+
+// q6_K against NT q8_K rows, the weight side (bit planes, scales) once for all of them; the
+// same per-token sequence as NT = 1 (see DotQ4_KRows).
+template <int NT>
+void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   const auto* a = static_cast<const block_q6_K*>(w);
-  const auto* b = static_cast<const block_q8_K*>(x);
+  const block_q8_K* bk[NT];
+  for (int t = 0; t < NT; ++t) bk[t] = static_cast<const block_q8_K*>(x[t]);
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m2 = _mm256_set1_epi8(3);
   const __m256i m32s = _mm256_set1_epi8(32);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = b[i].d * H(a[i].d);
+    const float wd = H(a[i].d);
     const uint8_t* q4 = a[i].ql;
     const uint8_t* qh = a[i].qh;
-    const int8_t* q8 = b[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-      qh += 32;
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * j));
       const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
       const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
       const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
       const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4));
-      const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32));
-      q4 += 64;
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 64 * j));
+      const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 64 * j + 32));
       const __m256i q[4] = {
           _mm256_or_si256(_mm256_and_si256(b1, m4), h0),
           _mm256_or_si256(_mm256_and_si256(b2, m4), h1),
@@ -316,19 +361,70 @@ float DotQ6_K(const void* w, const void* x, int64_t n) {
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), h3),
       };
       for (int k = 0; k < 4; ++k) {
-        const __m256i q8v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * k));
-        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8v), _mm256_maddubs_epi16(m32s, q8v));
         // Scales of groups 8j+2k and 8j+2k+1, each broadcast over 8 int16 lanes.
         const int g = 8 * j + 2 * k;
         const __m256i sc = _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(a[i].scales[g])),
                                              _mm_set1_epi16(static_cast<int16_t>(a[i].scales[g + 1])));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, p16));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i q8v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bk[t][i].qs + 128 * j + 32 * k));
+          const __m256i p16 =
+              _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8v), _mm256_maddubs_epi16(m32s, q8v));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, p16));
+          KeepInRegister(sumi[t]);
+        }
       }
-      q8 += 128;
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int t = 0; t < NT; ++t) {
+      const float d = bk[t][i].d * wd;
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+    }
   }
-  return HsumF32x8(acc);
+  for (int t = 0; t < NT; ++t) out[t] = HsumF32x8(acc[t]);
+}
+
+// NT = 1..4 of a *Rows kernel.
+template <void (*K1)(const void*, const void* const*, int64_t, float*),
+          void (*K2)(const void*, const void* const*, int64_t, float*),
+          void (*K3)(const void*, const void* const*, int64_t, float*),
+          void (*K4)(const void*, const void* const*, int64_t, float*)>
+void ByRows(const void* w, const void* const* x, int nt, int64_t n, float* out) {
+  switch (nt) {
+    case 1:
+      K1(w, x, n, out);
+      break;
+    case 2:
+      K2(w, x, n, out);
+      break;
+    case 3:
+      K3(w, x, n, out);
+      break;
+    default:
+      K4(w, x, n, out);
+      break;
+  }
+}
+
+}  // namespace
+
+float DotQ4_K(const void* w, const void* x, int64_t n) {
+  float out;
+  DotQ4_KRows<1>(w, &x, n, &out);
+  return out;
+}
+
+float DotQ6_K(const void* w, const void* x, int64_t n) {
+  float out;
+  DotQ6_KRows<1>(w, &x, n, &out);
+  return out;
+}
+
+void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
+  ByRows<DotQ4_KRows<1>, DotQ4_KRows<2>, DotQ4_KRows<3>, DotQ4_KRows<4>>(w, x, nt, n, out);
+}
+
+void DotTileQ6_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
+  ByRows<DotQ6_KRows<1>, DotQ6_KRows<2>, DotQ6_KRows<3>, DotQ6_KRows<4>>(w, x, nt, n, out);
 }
 
 }  // namespace ferry::kernels::avx2

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/avx2/avx2.h"
+#include "kernels/avx2/avx2_util.h"
 #include "kernels/packed_layout.h"
 
 namespace ferry::kernels::avx2 {
@@ -20,13 +21,6 @@ inline __m256i Bcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
-}
-
-// GCC re-associates a fully unrolled chain of integer adds into a tree, which needs more
-// registers than AVX2 has and spills every partial sum; an empty asm on the accumulator keeps
-// the chain (and the accumulator in a register).
-inline void KeepInRegister(__m256i& v) {
-  __asm__("" : "+x"(v));
 }
 
 inline __m256 LoadScales8(const uint16_t* p) {
