@@ -84,7 +84,8 @@ void GemvArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_MatMul)->Name("Gemv")->Apply(GemvArgs)->Unit(benchmark::kMillisecond);
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K})
+  for (DType t :
+       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})  // k-quants: 4-token dot tiles
     for (int64_t n_tok : {8, 32})
       b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0});
 }

@@ -73,6 +73,7 @@ KernelTable MakeAvx2() {
   set_dot(DType::kQ5_K, avx2::DotQ5_K);
   set_dot(DType::kQ6_K, avx2::DotQ6_K);
   t.dot_tile[static_cast<int>(DType::kQ4_K)] = avx2::DotTileQ4_K;
+  t.dot_tile[static_cast<int>(DType::kQ5_K)] = avx2::DotTileQ5_K;
   t.dot_tile[static_cast<int>(DType::kQ6_K)] = avx2::DotTileQ6_K;
   // q2_K / q3_K keep the scalar dot (rare in practice).
   auto set_q = [&](DType d, QuantizeFn f) { t.quantize_act[static_cast<int>(d)] = f; };

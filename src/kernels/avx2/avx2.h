@@ -29,6 +29,7 @@ float DotQ5_K(const void* w, const void* x, int64_t n);
 float DotQ6_K(const void* w, const void* x, int64_t n);
 // One weight row against nt (1..4) activation rows (dispatch.h DotTileFn).
 void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out);
+void DotTileQ5_K(const void* w, const void* const* x, int nt, int64_t n, float* out);
 void DotTileQ6_K(const void* w, const void* const* x, int nt, int64_t n, float* out);
 
 // W8A8, same contracts as ref::.

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/fp16.h"
 #include "kernels/avx2/avx2.h"
@@ -216,12 +217,14 @@ inline __m128i MinsTimesBsums(__m256i mins_and_scales, const int16_t* bsums) {
   return _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
 }
 
-// q4_K against NT q8_K rows: the weight side of a block (scale unpacking, nibble masks) is done
-// once for all NT tokens. Each token runs exactly the instruction sequence of NT = 1, so
-// DotQ4_K (NT = 1) and DotTileQ4_K give the same bits for a token whatever its tile.
-template <int NT>
-void DotQ4_KRows(const void* w, const void* const* x, int64_t n, float* out) {
-  const auto* a = static_cast<const block_q4_K*>(w);
+// q4_K / q5_K against NT q8_K rows: the weight side of a block (scale unpacking, nibble masks,
+// q5_K's fifth bit) is done once for all NT tokens. Each token runs exactly the instruction
+// sequence of NT = 1, so DotQ4_K (NT = 1) and DotTileQ4_K give the same bits for a token
+// whatever its tile.
+template <int NT, typename Block>
+void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
+  constexpr bool kQ5 = std::is_same_v<Block, block_q5_K>;  // q5_K: a fifth bit from qh
+  const auto* a = static_cast<const Block*>(w);
   const block_q8_K* b[NT];
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const block_q8_K*>(x[t]);
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -248,14 +251,24 @@ void DotQ4_KRows(const void* w, const void* const* x, int64_t n, float* out) {
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
     const uint8_t* q4 = a[i].qs;
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kQ5) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh));
     __m256i sumi[NT];
     for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i scale_l = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j));
       const __m256i scale_h = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j + 1));
       const __m256i q4bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j));
-      const __m256i q4l = _mm256_and_si256(q4bits, m4);
-      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+      __m256i q4l = _mm256_and_si256(q4bits, m4);
+      __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+      if constexpr (kQ5) {  // bit 2j of qh goes with the low nibbles, bit 2j + 1 with the high
+        const auto high = [&](int bit) {
+          const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << bit));
+          return _mm256_slli_epi16(_mm256_srli_epi16(_mm256_and_si256(hbits, mask), bit), 4);
+        };
+        q4l = _mm256_add_epi8(q4l, high(2 * j));
+        q4h = _mm256_add_epi8(q4h, high(2 * j + 1));
+      }
       for (int t = 0; t < NT; ++t) {
         const int8_t* q8 = b[t][i].qs + 64 * j;
         const __m256i q8l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
@@ -263,7 +276,7 @@ void DotQ4_KRows(const void* w, const void* const* x, int64_t n, float* out) {
         const __m256i pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
         const __m256i ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
         sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
-        KeepInRegister(sumi[t]);
+        if constexpr (NT > 1) KeepInRegister(sumi[t]);  // NT = 1 fits without it
       }
     }
     for (int t = 0; t < NT; ++t)
@@ -277,59 +290,10 @@ void DotQ4_KRows(const void* w, const void* const* x, int64_t n, float* out) {
 }
 }  // namespace
 
-float DotQ5_K(const void* w, const void* x, int64_t n) {
-  const auto* a = static_cast<const block_q5_K*>(w);
-  const auto* b = static_cast<const block_q8_K*>(x);
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = b[i].d * H(a[i].d);
-    const float dmin = -b[i].d * H(a[i].dmin);
-    uint32_t utmp[4];
-    UnpackK4Scales(a[i].scales, utmp);
-    const __m256i mins_and_scales =
-        _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]),
-                                           static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
-    acc_m =
-        _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[i].bsums)), acc_m);
-    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
-    const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
-    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh));
-    const uint8_t* q5 = a[i].qs;
-    const int8_t* q8 = b[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    __m256i hmask = _mm256_set1_epi8(1);
-    int bit = 0;
-    for (int j = 0; j < 4; ++j) {
-      const __m256i scale_0 = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j));
-      const __m256i scale_1 = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j + 1));
-      const __m256i q5bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q5));
-      q5 += 32;
-      const __m256i h0 = _mm256_slli_epi16(_mm256_srli_epi16(_mm256_and_si256(hbits, hmask), bit++), 4);
-      hmask = _mm256_slli_epi16(hmask, 1);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_srli_epi16(_mm256_and_si256(hbits, hmask), bit++), 4);
-      hmask = _mm256_slli_epi16(hmask, 1);
-      const __m256i q5_0 = _mm256_add_epi8(_mm256_and_si256(q5bits, m4), h0);
-      const __m256i q5_1 = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), h1);
-      const __m256i q8_0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
-      const __m256i q8_1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32));
-      q8 += 64;
-      const __m256i p0 = _mm256_madd_epi16(scale_0, _mm256_maddubs_epi16(q5_0, q8_0));
-      const __m256i p1 = _mm256_madd_epi16(scale_1, _mm256_maddubs_epi16(q5_1, q8_1));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-  return HsumF32x8(acc) + _mm_cvtss_f32(acc_m);
-}
-
 namespace {
 
 // q6_K against NT q8_K rows, the weight side (bit planes, scales) once for all of them; the
-// same per-token sequence as NT = 1 (see DotQ4_KRows).
+// same per-token sequence as NT = 1 (see DotK4Rows).
 template <int NT>
 void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   const auto* a = static_cast<const block_q6_K*>(w);
@@ -371,7 +335,7 @@ void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
           const __m256i p16 =
               _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8v), _mm256_maddubs_epi16(m32s, q8v));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, p16));
-          KeepInRegister(sumi[t]);
+          if constexpr (NT > 1) KeepInRegister(sumi[t]);  // NT = 1 fits without it
         }
       }
     }
@@ -409,7 +373,13 @@ void ByRows(const void* w, const void* const* x, int nt, int64_t n, float* out) 
 
 float DotQ4_K(const void* w, const void* x, int64_t n) {
   float out;
-  DotQ4_KRows<1>(w, &x, n, &out);
+  DotK4Rows<1, block_q4_K>(w, &x, n, &out);
+  return out;
+}
+
+float DotQ5_K(const void* w, const void* x, int64_t n) {
+  float out;
+  DotK4Rows<1, block_q5_K>(w, &x, n, &out);
   return out;
 }
 
@@ -420,7 +390,13 @@ float DotQ6_K(const void* w, const void* x, int64_t n) {
 }
 
 void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  ByRows<DotQ4_KRows<1>, DotQ4_KRows<2>, DotQ4_KRows<3>, DotQ4_KRows<4>>(w, x, nt, n, out);
+  ByRows<DotK4Rows<1, block_q4_K>, DotK4Rows<2, block_q4_K>, DotK4Rows<3, block_q4_K>,
+         DotK4Rows<4, block_q4_K>>(w, x, nt, n, out);
+}
+
+void DotTileQ5_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
+  ByRows<DotK4Rows<1, block_q5_K>, DotK4Rows<2, block_q5_K>, DotK4Rows<3, block_q5_K>,
+         DotK4Rows<4, block_q5_K>>(w, x, nt, n, out);
 }
 
 void DotTileQ6_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
