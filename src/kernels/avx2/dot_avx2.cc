@@ -347,28 +347,6 @@ void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   for (int t = 0; t < NT; ++t) out[t] = HsumF32x8(acc[t]);
 }
 
-// NT = 1..4 of a *Rows kernel.
-template <void (*K1)(const void*, const void* const*, int64_t, float*),
-          void (*K2)(const void*, const void* const*, int64_t, float*),
-          void (*K3)(const void*, const void* const*, int64_t, float*),
-          void (*K4)(const void*, const void* const*, int64_t, float*)>
-void ByRows(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  switch (nt) {
-    case 1:
-      K1(w, x, n, out);
-      break;
-    case 2:
-      K2(w, x, n, out);
-      break;
-    case 3:
-      K3(w, x, n, out);
-      break;
-    default:
-      K4(w, x, n, out);
-      break;
-  }
-}
-
 }  // namespace
 
 float DotQ4_K(const void* w, const void* x, int64_t n) {
@@ -390,17 +368,16 @@ float DotQ6_K(const void* w, const void* x, int64_t n) {
 }
 
 void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  ByRows<DotK4Rows<1, block_q4_K>, DotK4Rows<2, block_q4_K>, DotK4Rows<3, block_q4_K>,
-         DotK4Rows<4, block_q4_K>>(w, x, nt, n, out);
+  static_assert(internal::kMaxDotTile == 4, "WithTokens instantiates 1..4 tokens");
+  WithTokens(nt, [=](auto k) { DotK4Rows<decltype(k)::value, block_q4_K>(w, x, n, out); });
 }
 
 void DotTileQ5_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  ByRows<DotK4Rows<1, block_q5_K>, DotK4Rows<2, block_q5_K>, DotK4Rows<3, block_q5_K>,
-         DotK4Rows<4, block_q5_K>>(w, x, nt, n, out);
+  WithTokens(nt, [=](auto k) { DotK4Rows<decltype(k)::value, block_q5_K>(w, x, n, out); });
 }
 
 void DotTileQ6_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  ByRows<DotQ6_KRows<1>, DotQ6_KRows<2>, DotQ6_KRows<3>, DotQ6_KRows<4>>(w, x, nt, n, out);
+  WithTokens(nt, [=](auto k) { DotQ6_KRows<decltype(k)::value>(w, x, n, out); });
 }
 
 }  // namespace ferry::kernels::avx2

@@ -109,53 +109,20 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
 }
 
-template <template <int> class K>
-void ByNt(int nt, const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
-  switch (nt) {
-    case 1:
-      K<1>::Run(grp, sh, act, y);
-      break;
-    case 2:
-      K<2>::Run(grp, sh, act, y);
-      break;
-    case 3:
-      K<3>::Run(grp, sh, act, y);
-      break;
-    default:
-      K<4>::Run(grp, sh, act, y);
-      break;
-  }
-}
-template <int NT>
-struct Q4K {
-  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) {
-    Tile4<NT, false>(g, s, a, y);
-  }
-};
-template <int NT>
-struct I4K {
-  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) {
-    Tile4<NT, true>(g, s, a, y);
-  }
-};
-template <int NT>
-struct Q8K {
-  static void Run(const uint8_t* g, const PackedShape& s, const PackedAct* a, float* const* y) {
-    Tile8<NT>(g, s, a, y);
-  }
-};
-
 }  // namespace
 
 void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, float* const* y) {
-  static_assert(internal::kMaxTileTokens == 4, "ByNt instantiates 1..4 tokens");
-  if (sh.type == DType::kQ8_0) {
-    ByNt<Q8K>(nt, grp, sh, act, y);
-  } else if (sh.is_int4()) {
-    ByNt<I4K>(nt, grp, sh, act, y);
-  } else {
-    ByNt<Q4K>(nt, grp, sh, act, y);
-  }
+  static_assert(internal::kMaxTileTokens == 4, "WithTokens instantiates 1..4 tokens");
+  WithTokens(nt, [=](auto k) {
+    constexpr int NT = decltype(k)::value;
+    if (sh.type == DType::kQ8_0) {
+      Tile8<NT>(grp, sh, act, y);
+    } else if (sh.is_int4()) {
+      Tile4<NT, true>(grp, sh, act, y);
+    } else {
+      Tile4<NT, false>(grp, sh, act, y);
+    }
+  });
 }
 
 }  // namespace ferry::kernels::avx2
