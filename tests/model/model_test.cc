@@ -92,28 +92,40 @@ TEST(Model, TwoSequencesInOneBatchEqualEachAlone) {
   }
 }
 
+// All positions' logits of `toks` under the scalar kernels and then under `fast` (left active):
+// the largest absolute difference and the largest reference logit.
+struct IsaGap {
+  double max_abs = 0, max_ref = 0;
+  bool fast_finite = true;
+};
+IsaGap ScalarVsFast(Model& m, const std::vector<int32_t>& toks, kernels::Isa fast) {
+  const int chunk = static_cast<int>(toks.size());
+  EXPECT_TRUE(kernels::ForceIsa(kernels::Isa::kScalar));
+  const auto ref = RunChunked(m, toks, chunk, nullptr);
+  EXPECT_TRUE(kernels::ForceIsa(fast));
+  const auto got = RunChunked(m, toks, chunk, nullptr);
+  IsaGap g;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    g.fast_finite = g.fast_finite && std::isfinite(got[i]);
+    g.max_abs = std::max(g.max_abs, static_cast<double>(std::fabs(ref[i] - got[i])));
+    g.max_ref = std::max(g.max_ref, static_cast<double>(std::fabs(ref[i])));
+  }
+  return g;
+}
+
 TEST(Model, FastKernelsMatchScalarReference) {
   const kernels::Isa best = kernels::BestSupportedIsa();
   if (best == kernels::Isa::kScalar) GTEST_SKIP() << "no SIMD ISA on this CPU: nothing to compare";
   for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
     Fixture f = MakeTiny(testing::TempDir(), type);
-    auto toks = Prompt(24, 4);
-    ASSERT_TRUE(kernels::ForceIsa(kernels::Isa::kScalar));
-    auto ref = RunChunked(*f.model, toks, 24, nullptr);
-    ASSERT_TRUE(kernels::ForceIsa(best));
-    auto fast = RunChunked(*f.model, toks, 24, nullptr);
-    double max_abs = 0, max_ref = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      max_abs = std::max(max_abs, static_cast<double>(std::fabs(ref[i] - fast[i])));
-      max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[i])));
-    }
+    const IsaGap g = ScalarVsFast(*f.model, Prompt(24, 4), best);
     // The ISAs differ only in float summation order (~1e-7 relative). That is amplified only
     // where an activation sits on a rounding boundary of the activation format the weight
     // type pairs with, and then by at most one step of that format: f32 none (1e-4 allows
     // for growth through the layers), f16 one half-precision ulp (2^-11 relative, doubled),
     // q8_0 one quantization step (1/127 of the block maximum).
     const double tol = type == DType::kF32 ? 1e-4 : type == DType::kF16 ? 2.0 / 2048 : 1.0 / 127;
-    EXPECT_LE(max_abs, tol * max_ref) << DTypeName(type);
+    EXPECT_LE(g.max_abs, tol * g.max_ref) << DTypeName(type);
   }
 }
 
@@ -146,24 +158,15 @@ TEST(Model, MakeModelQ4_K_MFollowsLlamaCppsRecipe) {
   auto m = CreateModel(**src);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const kernels::Isa best = kernels::BestSupportedIsa();
-  auto toks = Prompt(12, 5);
-  ASSERT_TRUE(kernels::ForceIsa(kernels::Isa::kScalar));
-  auto ref = RunChunked(**m, toks, 12, nullptr);
-  ASSERT_TRUE(kernels::ForceIsa(best));
-  auto fast = RunChunked(**m, toks, 12, nullptr);
-  double max_abs = 0, max_ref = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(fast[i])) << i;
-    max_abs = std::max(max_abs, static_cast<double>(std::fabs(ref[i] - fast[i])));
-    max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[i])));
-  }
-  EXPECT_GT(max_ref, 0.0);
+  const IsaGap g = ScalarVsFast(**m, Prompt(12, 5), best);
+  ASSERT_TRUE(g.fast_finite);
+  EXPECT_GT(g.max_ref, 0.0);
   // The dot kernels agree with the scalar ones to ~1e-7 (Dot.EveryIsaMatchesRef); at model
   // level that stays ~1e-7 unless an activation sits on a rounding boundary of its q8_K block.
   // A crossing early in a 4-layer model moves every later logit by up to a few percent of the
   // largest (seen: 0.5-2.3% over seeds, for q4_k alone as for this mix), hence 5%. A wrong
   // scale or block layout would be off by the logits' own size.
-  EXPECT_LE(max_abs, 0.05 * max_ref) << "scalar vs " << kernels::IsaName(best);
+  EXPECT_LE(g.max_abs, 0.05 * g.max_ref) << "scalar vs " << kernels::IsaName(best);
 }
 
 TEST(Model, RejectsBadBatches) {
