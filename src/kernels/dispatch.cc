@@ -1,14 +1,20 @@
 // ISA detection (cpuid via __builtin_cpu_supports), FERRY_ISA override and the per-ISA tables.
 #include "kernels/dispatch.h"
 
+#include <cpuid.h>
+#include <fmt/format.h>
+
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "base/check.h"
-#include "base/log.h"
 #include "kernels/avx2/avx2.h"
+#include "kernels/avx2vnni/avx2vnni.h"
+#include "kernels/avx512/avx512.h"
+#include "kernels/avx512vnni/avx512vnni.h"
 #include "kernels/ref/ref.h"
 
 namespace ferry::kernels {
@@ -101,47 +107,80 @@ KernelTable MakeAvx2() {
   return t;
 }
 
-// CPU capability, ignoring what is implemented.
-Isa CpuBestIsa() {
+// The AVX-VNNI and AVX-512 tables start from the AVX2 one and replace what their ISA does
+// better; an entry they leave alone is the AVX2 kernel, which those CPUs also run.
+KernelTable MakeAvx2Vnni() {
+  KernelTable t = MakeAvx2();
+  t.isa = Isa::kAvx2Vnni;
+  avx2vnni::Fill(t);
+  return t;
+}
+
+KernelTable MakeAvx512() {
+  KernelTable t = MakeAvx2();
+  t.isa = Isa::kAvx512;
+  avx512::Fill(t);
+  return t;
+}
+
+KernelTable MakeAvx512Vnni() {
+  KernelTable t = MakeAvx512();
+  t.isa = Isa::kAvx512Vnni;
+  avx512vnni::Fill(t);
+  return t;
+}
+
+bool CpuHas(Isa isa) {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  // F16C has no __builtin_cpu_supports name on older GCCs; every AVX2 x86 CPU has it.
-  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    return Isa::kAvx512;
-  return avx2 ? Isa::kAvx2 : Isa::kScalar;
-}
-
-// Highest ISA with its own table (avx512 is not implemented yet and runs the avx2 table; the
-// W8A8 dots would use AVX-512 VNNI there, not written because the development VM lacks it).
-constexpr Isa kBestImplemented = Isa::kAvx2;
-
-Isa Clamp(Isa want) {
-  Isa cpu = CpuBestIsa();
-  Isa best = static_cast<int>(cpu) < static_cast<int>(kBestImplemented) ? cpu : kBestImplemented;
-  return static_cast<int>(want) <= static_cast<int>(best) ? want : best;
-}
-
-Isa ChooseFromEnv() {
-  const Isa best = Clamp(Isa::kAvx512);
-  const char* env = std::getenv("FERRY_ISA");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return best;
-  Isa want;
-  if (std::strcmp(env, "scalar") == 0) {
-    want = Isa::kScalar;
-  } else if (std::strcmp(env, "avx2") == 0) {
-    want = Isa::kAvx2;
-  } else if (std::strcmp(env, "avx512") == 0) {
-    want = Isa::kAvx512;
-  } else {
-    Log(LogLevel::kWarn, "FERRY_ISA='{}' is not one of scalar|avx2|avx512; using {}", env, IsaName(best));
-    return best;
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kAvx2Vnni:
+      return avx2 && __builtin_cpu_supports("avxvnni");
+    case Isa::kAvx512:
+      return avx512;
+    case Isa::kAvx512Vnni:
+      return avx512 && __builtin_cpu_supports("avx512vnni");
   }
-  const Isa got = Clamp(want);
-  if (got != want)
-    Log(LogLevel::kWarn, "FERRY_ISA={} unavailable on this CPU or not implemented; using {}", env,
-        IsaName(got));
-  return got;
+  return false;
+}
+
+// Fastest first: what auto-selection picks from.
+constexpr Isa kPreference[] = {Isa::kAvx512Vnni, Isa::kAvx512, Isa::kAvx2Vnni, Isa::kAvx2, Isa::kScalar};
+
+Isa Best() {
+  for (Isa isa : kPreference)
+    if (CpuHas(isa)) return isa;
+  return Isa::kScalar;
+}
+
+// FERRY_ISA -> the ISA it names; error text when unknown or not on this CPU.
+std::string ParseIsaEnv(Isa* out) {
+  const char* env = std::getenv("FERRY_ISA");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) {
+    *out = Best();
+    return "";
+  }
+  for (int i = 0; i < kNumIsas; ++i) {
+    const Isa isa = static_cast<Isa>(i);
+    if (std::strcmp(env, IsaName(isa)) != 0) continue;
+    if (!CpuHas(isa)) {
+      std::string have;
+      for (Isa s : SupportedIsas()) have += std::string(have.empty() ? "" : ", ") + IsaName(s);
+      return fmt::format(
+          "FERRY_ISA={}: this CPU ({}) lacks {}; it runs: {} (unset FERRY_ISA to pick the best)", env,
+          CpuModelName(), env, have);
+    }
+    *out = isa;
+    return "";
+  }
+  return fmt::format("FERRY_ISA='{}' is not one of auto|scalar|avx2|avx2vnni|avx512|avx512vnni", env);
 }
 
 std::atomic<const KernelTable*> g_active{nullptr};
@@ -149,20 +188,41 @@ std::atomic<const KernelTable*> g_active{nullptr};
 }  // namespace
 
 const KernelTable& TableFor(Isa isa) {
+  FERRY_CHECK(CpuHas(isa));  // callers check IsaSupported first
   static const KernelTable scalar = MakeScalar();
-  static const KernelTable avx2 = MakeAvx2();
-  switch (Clamp(isa)) {
+  switch (isa) {
     case Isa::kScalar:
       return scalar;
-    default:
-      return avx2;
+    case Isa::kAvx2: {
+      static const KernelTable t = MakeAvx2();
+      return t;
+    }
+    case Isa::kAvx2Vnni: {
+      static const KernelTable t = MakeAvx2Vnni();
+      return t;
+    }
+    case Isa::kAvx512: {
+      static const KernelTable t = MakeAvx512();
+      return t;
+    }
+    case Isa::kAvx512Vnni: {
+      static const KernelTable t = MakeAvx512Vnni();
+      return t;
+    }
   }
+  return scalar;
 }
 
 const KernelTable& Table() {
   const KernelTable* t = g_active.load(std::memory_order_acquire);
   if (t) return *t;
-  const KernelTable* chosen = &TableFor(ChooseFromEnv());
+  Isa isa = Isa::kScalar;
+  const std::string err = ParseIsaEnv(&isa);
+  if (!err.empty()) {  // the ferry command reports this before any kernel runs (CheckIsaEnv)
+    std::fprintf(stderr, "ferry: %s\n", err.c_str());
+    std::exit(2);
+  }
+  const KernelTable* chosen = &TableFor(isa);
   const KernelTable* expected = nullptr;
   g_active.compare_exchange_strong(expected, chosen, std::memory_order_acq_rel);
   return *g_active.load(std::memory_order_acquire);
@@ -176,8 +236,12 @@ const char* IsaName(Isa isa) {
       return "scalar";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kAvx2Vnni:
+      return "avx2vnni";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "unknown";
 }
@@ -186,14 +250,42 @@ Isa ActiveIsa() {
   return internal::Table().isa;
 }
 
+bool IsaSupported(Isa isa) {
+  return internal::CpuHas(isa);
+}
+
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> v;
+  for (int i = 0; i < kNumIsas; ++i)
+    if (internal::CpuHas(static_cast<Isa>(i))) v.push_back(static_cast<Isa>(i));
+  return v;
+}
+
 Isa BestSupportedIsa() {
-  return internal::Clamp(Isa::kAvx512);
+  return internal::Best();
+}
+
+std::string CheckIsaEnv() {
+  Isa isa;
+  return internal::ParseIsaEnv(&isa);
 }
 
 bool ForceIsa(Isa isa) {
-  if (static_cast<int>(isa) > static_cast<int>(internal::CpuBestIsa())) return false;
+  if (!internal::CpuHas(isa)) return false;
   internal::g_active.store(&internal::TableFor(isa), std::memory_order_release);
   return true;
+}
+
+std::string CpuModelName() {
+  unsigned int regs[12] = {};
+  unsigned int max_ext = 0, b, c, d;
+  if (!__get_cpuid(0x80000000u, &max_ext, &b, &c, &d) || max_ext < 0x80000004u) return "unknown";
+  for (unsigned int i = 0; i < 3; ++i)
+    __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2], &regs[4 * i + 3]);
+  std::string name(reinterpret_cast<const char*>(regs), sizeof(regs));
+  name = name.c_str();  // drop the NUL padding
+  const size_t first = name.find_first_not_of(' '), last = name.find_last_not_of(' ');
+  return first == std::string::npos ? "unknown" : name.substr(first, last - first + 1);
 }
 
 }  // namespace ferry::kernels

@@ -58,7 +58,7 @@ struct KernelTable {
   int32_t (*dot_i8)(const int8_t* w, const int8_t* x, int64_t n);
   void (*dot_i8x4)(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
   PackedTileFn packed_tile;                       // packed MatMul micro-kernel
-  double (*read_sum)(const float* x, int64_t n);  // bandwidth probe (x 32-byte aligned)
+  double (*read_sum)(const float* x, int64_t n);  // bandwidth probe (x 64-byte aligned)
 };
 
 // MatMul's activation row for partner type `act`: the partner blocks, then (q8_0, q8_1 only)

@@ -1,24 +1,45 @@
 // Public kernel API: raw pointers and sizes only (no model config, request or block-table
 // objects). Each entry forwards to the implementation chosen once at start-up from cpuid
-// (FERRY_ISA=scalar|avx2|avx512 forces one); ref/ holds the scalar truth for every kernel.
+// (FERRY_ISA=scalar|avx2|avx2vnni|avx512|avx512vnni forces one); ref/ holds the scalar truth for every
+// kernel.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 
 namespace ferry::kernels {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Kernel tables, one per instruction-set level (dispatch.cc). Not a strict chain: an Alder
+// Lake has AVX-VNNI without AVX-512, a Skylake-X AVX-512 without VNNI.
+//   avx2:       AVX2 + FMA + F16C (Haswell, Zen 1-3)
+//   avx2vnni:   + AVX-VNNI (VEX vpdpbusd on 256 bits; Alder Lake, Zen 5)
+//   avx512:     AVX-512 F + BW + VL + DQ (Skylake-X)
+//   avx512vnni: + AVX512_VNNI, and AVX512_BF16 where present (Ice Lake, Zen 4/5, Sapphire Rapids)
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx2Vnni = 2, kAvx512 = 3, kAvx512Vnni = 4 };
+inline constexpr int kNumIsas = 5;
+// "scalar", "avx2", "avx2vnni", "avx512", "avx512vnni" (the FERRY_ISA spellings).
 const char* IsaName(Isa isa);
-// The ISA in use (cpuid, overridden by FERRY_ISA). Fixed after the first call.
+// The ISA in use (cpuid, overridden by FERRY_ISA). Fixed after the first call unless ForceIsa.
 Isa ActiveIsa();
-// Best ISA this CPU supports (ignores FERRY_ISA); tests loop over Scalar..Best.
+// Whether this CPU can run isa's table.
+bool IsaSupported(Isa isa);
+// Every ISA this CPU runs, scalar first (tests loop over these).
+std::vector<Isa> SupportedIsas();
+// The table chosen when FERRY_ISA is unset: the fastest this CPU runs.
 Isa BestSupportedIsa();
-// Forces an ISA (tests only). Returns false if the CPU lacks it.
+// Checks FERRY_ISA (unset, "auto" or a supported IsaName): "" when fine, else the reason (an
+// unknown name, or an ISA this CPU lacks). The ferry command calls it first and exits on an
+// error; Table() aborts with the same message if it was never called.
+std::string CheckIsaEnv();
+// Forces an ISA (tests go through a scoped guard). Returns false if the CPU lacks it.
 bool ForceIsa(Isa isa);
+// The CPU's model name (cpuid brand string), e.g. "AMD EPYC 9B45 ..."; "unknown" when absent.
+std::string CpuModelName();
 
 // ---- Conversion ----------------------------------------------------------------------
 // Whether DequantizeRow supports t (all stored weight types do: f32, f16, bf16, q4_0, q4_1,
@@ -43,8 +64,8 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 // The reduction order of y[t][o] depends only on (w, x[t]), never on n_tok or threads:
 // a request's output is independent of what else is in the batch.
 // Parallel over output rows with `pool` (may be null for single-threaded).
-void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
-            float* y, ThreadPool* pool);
+void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok, float* y,
+            ThreadPool* pool);
 // Whether MatMul supports weights of type t.
 bool CanMatMul(DType t);
 // The type MatMul converts activations to for weights of type t (llama.cpp's vec_dot_type):
@@ -56,15 +77,15 @@ DType MatMulActivationType(DType t);
 // y[j] = W[rows[j]] . x for j < n_rows; only the selected rows of w: [n_out, n_in] (rows of
 // w_type, as MatMul) are read. x: [n_in] is converted once exactly as MatMul converts it, and
 // the same dot kernel runs, so y[j] equals MatMul's y[rows[j]] bit for bit. Threads split rows.
-void MatVecRows(const void* w, DType w_type, int64_t n_in, const int32_t* rows, int64_t n_rows, const float* x,
-                float* y, ThreadPool* pool);
+void MatVecRows(const void* w, DType w_type, int64_t n_in, const int32_t* rows, int64_t n_rows,
+                const float* x, float* y, ThreadPool* pool);
 // y[n_out] = sum over j < n_rows of h[j] * Wt[rows[j]], Wt: [n_neurons, n_out] rows of
 // wt_type (a transposed down projection, so a skipped neuron is a skipped row). Threads split
 // blocks of 32 rows, each summed into its own partial, partials added in block order: each
 // element's sum order is fixed whatever the thread count.
 // wt_type: any DequantizeRow type; n_out a multiple of its block size.
-void AxpyRows(const void* wt, DType wt_type, int64_t n_out, const int32_t* rows, const float* h, int64_t n_rows,
-              float* y, ThreadPool* pool);
+void AxpyRows(const void* wt, DType wt_type, int64_t n_out, const int32_t* rows, const float* h,
+              int64_t n_rows, float* y, ThreadPool* pool);
 
 // ---- Packed weights: repacked once at load, streamed by MatMulPacked -------------------
 // Layouts in kernels/packed_layout.h and docs/formats.md: 8 rows interleaved per group so one
@@ -99,8 +120,8 @@ float QuantizeActInt8(const float* x, int64_t n, float static_scale, int8_t* q);
 //   channel), x: [n_tok, n_in] f32, y: [n_tok, n_out] f32; any n_in <= kMaxW8A8In (no block
 //   constraint). input_scale <= 0 selects per-token dynamic activation scales.
 // Bit-identical across ISAs, n_tok and thread counts. Parallel over output rows with `pool`.
-void MatMulW8A8(const int8_t* w, const float* w_scale, int64_t n_out, int64_t n_in, const float* x, int64_t n_tok,
-                float input_scale, float* y, ThreadPool* pool);
+void MatMulW8A8(const int8_t* w, const float* w_scale, int64_t n_out, int64_t n_in, const float* x,
+                int64_t n_tok, float input_scale, float* y, ThreadPool* pool);
 
 // ---- Memory bandwidth probe -------------------------------------------------------------
 // Streams `bytes` (rounded down to 4 KiB) of a buffer it allocates and touches first, `reps`
@@ -126,8 +147,7 @@ void AddInPlace(float* y, const float* x, int64_t n);
 // model with any scaling such as llama3's already applied).
 //   neox = false: pairs are (2j, 2j+1) (llama.cpp LLAMA "normal" rope, llama2.c).
 //   neox = true:  pairs are (j, j + rot_dim/2) (HF rotate-half, qwen2).
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
-          bool neox);
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
 
 // ---- Attention ------------------------------------------------------------------------
 // K/V for one sequence and one layer, stored in fixed-size blocks:
@@ -150,8 +170,8 @@ struct KvBlocks {
 //   out:   [n_q, n_heads, head_dim]
 // GQA: query head h reads kv head h / (n_heads / n_kv_heads). scale is usually 1/sqrt(head_dim).
 // Parallel over (query, head) with pool (may be null).
-void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
-               int head_dim, float scale, const KvBlocks& kv, float* out, ThreadPool* pool);
+void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
+               float scale, const KvBlocks& kv, float* out, ThreadPool* pool);
 
 // The attention each cached key received (H2O's heavy-hitter score), same arguments as
 // Attention: acc[j] += sum over queries t and heads h of softmax_j(scale * q[t,h] . k[j]) for

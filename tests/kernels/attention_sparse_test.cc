@@ -56,7 +56,7 @@ std::vector<AttentionSparsity> Options() {
 }
 
 TEST(AttentionSparse, MatchesReferenceOnEveryIsa) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(91);
   ThreadPool pool(2);
   const Shape shapes[] = {{6, 3, 33, 5, 700, 3, 2.f},
@@ -76,7 +76,7 @@ TEST(AttentionSparse, MatchesReferenceOnEveryIsa) {
       ref::AttentionSparseNaive(q.data(), sh.n_q, pos.data(), sh.n_heads, sh.n_kv, sh.hd, scale, kv, sp,
                                 want.data(), &want_n, nullptr);
       for (Isa isa : testing::TestIsas()) {
-        ASSERT_TRUE(ForceIsa(isa));
+        ASSERT_TRUE(isa_guard.Set(isa));
         SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(sh.hd) +
                      " T=" + std::to_string(sp.skip_threshold) + " prog=" + std::to_string(sp.progressive) +
                      " margin=" + std::to_string(sp.progressive_margin));
@@ -109,7 +109,7 @@ TEST(AttentionSparse, MatchesReferenceOnEveryIsa) {
 // Pruned heads (a head_kv map with ragged groups, one KV head unused) equal the full-head
 // computation restricted to the kept heads.
 TEST(AttentionSparse, PrunedHeadsEqualTheKeptHeadsOfTheFullResult) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(5);
   ThreadPool pool(2);
   const int n_heads = 8, n_kv = 4, hd = 24, n_q = 2, n_ctx = 300;
@@ -125,7 +125,7 @@ TEST(AttentionSparse, PrunedHeadsEqualTheKeptHeadsOfTheFullResult) {
                   q_kept.data() + (t * kept.size() + j) * hd);
   const float scale = 0.2f;
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     SCOPED_TRACE(IsaName(isa));
     std::vector<float> full(q.size()), part(q_kept.size());
     AttentionSparsity sp;
@@ -147,7 +147,7 @@ TEST(AttentionSparse, PrunedHeadsEqualTheKeptHeadsOfTheFullResult) {
 // T = 0 reads every V row and agrees with the dense kernel; a huge margin recomputes every
 // score in f32 and gives the non-progressive bits exactly.
 TEST(AttentionSparse, ExactSettingsMatchDense) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(17);
   ThreadPool pool(2);
   const int n_heads = 6, n_kv = 2, hd = 40, n_q = 3, n_ctx = 530;
@@ -155,7 +155,7 @@ TEST(AttentionSparse, ExactSettingsMatchDense) {
   auto q = testing::RandomFloats(rng, int64_t{n_q} * n_heads * hd, 1.f);
   const std::vector<int32_t> pos = {n_ctx - 3, n_ctx - 2, n_ctx - 1};
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     SCOPED_TRACE(IsaName(isa));
     std::vector<float> dense(q.size()), exact(q.size()), prog(q.size());
     Attention(q.data(), n_q, pos.data(), n_heads, n_kv, hd, 0.15f, cache.View(), dense.data(), &pool);

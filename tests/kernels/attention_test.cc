@@ -20,13 +20,13 @@ struct Case {
 };
 
 TEST(Attention, MatchesNaiveWithGqaAndShuffledBlocks) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(40);
   ThreadPool pool(2);
   const Case cases[] = {
       {8, 2, 64, 16, 70, 5}, {4, 4, 40, 8, 9, 3}, {6, 3, 33, 32, 130, 4}, {2, 1, 16, 4, 1, 1}};
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(c.head_dim));
       const int n_blocks_used = (c.n_ctx + c.block_size - 1) / c.block_size;
@@ -68,7 +68,7 @@ TEST(Attention, MatchesNaiveWithGqaAndShuffledBlocks) {
 // or many queries) give the same bits, equal to the naive softmax within float rounding, and
 // a query's output is the same alone or beside others, whatever the thread count.
 TEST(Attention, SplitAlongSequenceMergesExactlyAndIsBatchInvariant) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(41);
   ThreadPool pool2(2), pool3(3);
   const int nh = 4, nkv = 1, hd = 32, bs = 48, n_ctx = 1100;  // 48 does not divide 256: ragged tiles
@@ -91,7 +91,7 @@ TEST(Attention, SplitAlongSequenceMergesExactlyAndIsBatchInvariant) {
   auto q = testing::RandomFloats(rng, int64_t{n_q} * nh * hd, 1.f);
   const float scale = 0.3f;
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     SCOPED_TRACE(IsaName(isa));
     std::vector<float> want(q.size()), batch(q.size());
     ref::AttentionNaive(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, want.data());

@@ -164,7 +164,7 @@ Cache RandomCache(std::mt19937& rng, const Shape& s) {
 }
 
 TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(52);
   ThreadPool pool(2);
   // n_q not a multiple of the query tile; n_ctx not a multiple of 64 or the block size;
@@ -172,7 +172,7 @@ TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
   const Shape shapes[] = {{4, 4, 64, 16, 83, 13},  {9, 3, 64, 16, 150, 11}, {8, 2, 80, 48, 301, 21},
                           {16, 2, 128, 32, 97, 9}, {6, 2, 40, 8, 37, 37},   {8, 1, 64, 64, 600, 19}};
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " heads=" + std::to_string(s.n_heads) + "/" +
                    std::to_string(s.n_kv_heads) + " hd=" + std::to_string(s.head_dim) +
@@ -193,12 +193,12 @@ TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
 }
 
 TEST(AttentionQueryTiles, BitIdenticalWhateverTheSplitOfQueriesAndThreads) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(53);
   ThreadPool pool2(2), pool3(3);
   const Shape shapes[] = {{9, 3, 64, 16, 700, 23}, {8, 1, 80, 48, 130, 17}, {4, 4, 128, 32, 90, 10}};
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(s.head_dim));
       const Cache c = RandomCache(rng, s);

@@ -26,10 +26,10 @@ std::vector<int8_t> RandomInt8(std::mt19937& rng, int64_t n) {
 const int64_t kLengths[] = {1, 7, 31, 32, 33, 63, 64, 65, 100, 255, 256, 257, 1000, 2048, 4099};
 
 TEST(Int8, QuantizeMatchesReferenceOnEveryIsa) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(81);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (int64_t n : kLengths) {
       for (float static_scale : {0.f, 0.01f, 0.5f}) {
         SCOPED_TRACE(std::string(IsaName(isa)) + " n=" + std::to_string(n) +
@@ -68,7 +68,7 @@ TEST(Int8, AllZeroRowQuantizesToZeros) {
 }
 
 TEST(Int8, DotsMatchReferenceOnEveryIsa) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(82);
   for (Isa isa : testing::TestIsas()) {
     const internal::KernelTable& tab = internal::TableFor(isa);
@@ -108,11 +108,11 @@ W8A8Problem MakeW8A8(std::mt19937& rng, int64_t n_out, int64_t n_in, int64_t n_t
 }
 
 TEST(MatMulW8A8, MatchesNaiveReferenceDynamicAndStatic) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(83);
   ThreadPool pool(2);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (int64_t n_in : {int64_t{5}, int64_t{100}, int64_t{512}, int64_t{777}}) {
       for (float in_scale : {0.f, 0.03f}) {
         SCOPED_TRACE(std::string(IsaName(isa)) + " n_in=" + std::to_string(n_in) +
@@ -145,15 +145,15 @@ TEST(MatMulW8A8, MatchesNaiveReferenceDynamicAndStatic) {
 }
 
 TEST(MatMulW8A8, BitIdenticalAcrossBatchThreadsAndIsas) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(84);
   W8A8Problem p = MakeW8A8(rng, 133, 300, 11);
   ThreadPool pool1(1), pool2(2), pool3(3);
   std::vector<float> base(static_cast<size_t>(p.n_tok * p.n_out));
-  ASSERT_TRUE(ForceIsa(Isa::kScalar));
+  ASSERT_TRUE(isa_guard.Set(Isa::kScalar));
   MatMulW8A8(p.w.data(), p.ws.data(), p.n_out, p.n_in, p.x.data(), p.n_tok, 0.f, base.data(), &pool1);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
       for (int64_t t = 0; t < p.n_tok; ++t) {  // each token alone
         std::vector<float> y(static_cast<size_t>(p.n_out));

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "isa_guard.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
@@ -18,17 +19,8 @@
 
 namespace ferry::kernels::testing {
 
-// Every ISA from scalar up to the best this CPU runs.
-inline std::vector<Isa> TestIsas() {
-  std::vector<Isa> v;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i) v.push_back(static_cast<Isa>(i));
-  return v;
-}
-
-// Restores the best ISA when a test that forces ISAs ends.
-struct IsaRestorer {
-  ~IsaRestorer() { ForceIsa(BestSupportedIsa()); }
-};
+using ferry::testing::ScopedIsa;
+using ferry::testing::TestIsas;
 
 inline std::vector<float> RandomFloats(std::mt19937& rng, int64_t n, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.f, scale);
@@ -63,7 +55,9 @@ inline std::vector<uint8_t> RandomRow(std::mt19937& rng, DType t, int64_t n) {
         b->dmin = RandomScaleF16(rng, 0.001f, 0.02f);
         break;
       }
-      case DType::kQ3_K: reinterpret_cast<block_q3_K*>(row.data())[i].d = RandomScaleF16(rng, 0.001f, 0.02f); break;
+      case DType::kQ3_K:
+        reinterpret_cast<block_q3_K*>(row.data())[i].d = RandomScaleF16(rng, 0.001f, 0.02f);
+        break;
       case DType::kQ4_K: {
         auto* b = reinterpret_cast<block_q4_K*>(row.data()) + i;
         b->d = RandomScaleF16(rng, 0.0005f, 0.005f);
@@ -76,8 +70,11 @@ inline std::vector<uint8_t> RandomRow(std::mt19937& rng, DType t, int64_t n) {
         b->dmin = RandomScaleF16(rng, 0.0005f, 0.005f);
         break;
       }
-      case DType::kQ6_K: reinterpret_cast<block_q6_K*>(row.data())[i].d = RandomScaleF16(rng, 0.0005f, 0.005f); break;
-      default: break;
+      case DType::kQ6_K:
+        reinterpret_cast<block_q6_K*>(row.data())[i].d = RandomScaleF16(rng, 0.0005f, 0.005f);
+        break;
+      default:
+        break;
     }
   }
   return row;
@@ -119,6 +116,8 @@ inline const std::vector<DType>& MatMulTypes() {
 }
 
 // Extra tolerance for types whose partner stores the block sum s as fp16 (q4_1, q5_1 x q8_1).
-inline bool UsesQ8_1(DType t) { return t == DType::kQ4_1 || t == DType::kQ5_1; }
+inline bool UsesQ8_1(DType t) {
+  return t == DType::kQ4_1 || t == DType::kQ5_1;
+}
 
 }  // namespace ferry::kernels::testing

@@ -43,11 +43,11 @@ std::vector<float> RunMatMul(const Problem& p, int64_t tok0, int64_t n_tok, Thre
 }
 
 TEST(MatMul, MatchesNaiveReference) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(20);
   ThreadPool pool(2);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (DType t : MatMulTypes()) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
       ASSERT_TRUE(CanMatMul(t));
@@ -71,12 +71,12 @@ TEST(MatMul, MatchesNaiveReference) {
 }
 
 TEST(MatMul, BatchInvariantBitExact) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(21);
   ThreadPool pool2(2);
   ThreadPool pool1(1);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (DType t : MatMulTypes()) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
       const int64_t n_in = Traits(t).block_size == 1 ? 136 : 512;
@@ -89,7 +89,8 @@ TEST(MatMul, BatchInvariantBitExact) {
       for (int64_t tk = 0; tk < 7; ++tk) {
         for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
           const auto alone = RunMatMul(p, tk, 1, pool);
-          ASSERT_EQ(0, std::memcmp(alone.data(), batch_2.data() + tk * p.n_out, p.n_out * 4)) << "token " << tk;
+          ASSERT_EQ(0, std::memcmp(alone.data(), batch_2.data() + tk * p.n_out, p.n_out * 4))
+              << "token " << tk;
         }
       }
       // A sub-batch of 3 starting at token 2.

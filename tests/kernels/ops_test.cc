@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dispatch.h"
 #include "kernel_test_util.h"
+#include "kernels/dispatch.h"
 
 namespace ferry::kernels {
 namespace {
@@ -16,9 +16,9 @@ namespace {
 using testing::RandomFloats;
 
 TEST(Ops, RmsNormKnownValues) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f};
     float y[4];
     RmsNorm(x, w, y, 4, 0.f);
@@ -34,9 +34,9 @@ TEST(Ops, RmsNormKnownValues) {
 }
 
 TEST(Ops, SoftmaxKnownValues) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     float x[3] = {1, 2, 3};
     Softmax(x, 3);
     EXPECT_NEAR(x[0], 0.09003057f, 1e-6);
@@ -53,9 +53,9 @@ TEST(Ops, SoftmaxKnownValues) {
 }
 
 TEST(Ops, SiluMulKnownValues) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     std::vector<float> g = {0, 1, -1, 10, -10, 100, -100, 2, 0.5f};
     std::vector<float> u = {1, 1, 2, 1, 1, 1, 1, -1, 4};
     std::vector<float> out(g.size());

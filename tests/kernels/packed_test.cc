@@ -22,7 +22,10 @@ struct Case {
     return t == DType::kI4G128 ? "int4_g" + std::to_string(group) : std::string(DTypeName(t));
   }
 };
-const Case kCases[] = {{DType::kQ4_0, 32}, {DType::kQ8_0, 32}, {DType::kI4G128, 32}, {DType::kI4G128, 64},
+const Case kCases[] = {{DType::kQ4_0, 32},
+                       {DType::kQ8_0, 32},
+                       {DType::kI4G128, 32},
+                       {DType::kI4G128, 64},
                        {DType::kI4G128, 128}};
 
 struct Weights {
@@ -64,11 +67,11 @@ Weights MakeWeights(std::mt19937& rng, const Case& c, int64_t n_out, int64_t n_i
   return w;
 }
 
-std::vector<float> RunPacked(const Weights& w, const Case& c, const std::vector<float>& x, int64_t tok0, int64_t n_tok,
-                       ThreadPool* pool) {
+std::vector<float> RunPacked(const Weights& w, const Case& c, const std::vector<float>& x, int64_t tok0,
+                             int64_t n_tok, ThreadPool* pool) {
   std::vector<float> y(static_cast<size_t>(n_tok * w.sh.n_out), -1.f);
-  internal::MatMulPackedGroup(w.packed.data(), c.t, w.sh.n_out, w.sh.n_in, c.group, x.data() + tok0 * w.sh.n_in,
-                              n_tok, y.data(), pool);
+  internal::MatMulPackedGroup(w.packed.data(), c.t, w.sh.n_out, w.sh.n_in, c.group,
+                              x.data() + tok0 * w.sh.n_in, n_tok, y.data(), pool);
   return y;
 }
 
@@ -84,7 +87,8 @@ TEST(Int4, QuantizeDequantizeWithinHalfStep) {
       std::memcpy(&dh, q.data() + g * internal::Int4GroupBytes(group), 2);
       const float d = Fp16ToFp32(dh);
       EXPECT_EQ(q[g * internal::Int4GroupBytes(group) + 3], 0);
-      for (int64_t i = g * group; i < (g + 1) * group; ++i) ASSERT_LE(std::fabs(x[i] - y[i]), 0.5f * d * 1.01f + 1e-6f) << i;
+      for (int64_t i = g * group; i < (g + 1) * group; ++i)
+        ASSERT_LE(std::fabs(x[i] - y[i]), 0.5f * d * 1.01f + 1e-6f) << i;
     }
   }
   // An all-zero group: d = 0, dequantizes to zeros.
@@ -124,11 +128,11 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
 }
 
 TEST(Packed, MatMulMatchesNaiveReference) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(52);
   ThreadPool pool(2);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (const Case& c : kCases) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
       const int64_t n_out = 37, n_in = 512, n_tok = 6;
@@ -142,7 +146,8 @@ TEST(Packed, MatMulMatchesNaiveReference) {
           auto wf = DequantRow(c, w.rows.data() + o * w.sh.SrcRowBytes(), n_in);
           double want = 0;
           for (int64_t i = 0; i < n_in; ++i) want += static_cast<double>(wf[i]) * xf[i];
-          ASSERT_NEAR(y[tk * n_out + o], want, 1e-5 * testing::AbsDot(wf, xf) + 1e-6) << "t=" << tk << " o=" << o;
+          ASSERT_NEAR(y[tk * n_out + o], want, 1e-5 * testing::AbsDot(wf, xf) + 1e-6)
+              << "t=" << tk << " o=" << o;
         }
       }
     }
@@ -150,27 +155,27 @@ TEST(Packed, MatMulMatchesNaiveReference) {
 }
 
 TEST(Packed, SimdIsBitIdenticalToScalarTwin) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   if (BestSupportedIsa() == Isa::kScalar) GTEST_SKIP() << "no SIMD ISA";
   std::mt19937 rng(53);
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.Name());
     Weights w = MakeWeights(rng, c, 45, 1024);
     auto x = testing::RandomFloats(rng, 1024 * 7);
-    ASSERT_TRUE(ForceIsa(Isa::kScalar));
+    ASSERT_TRUE(isa_guard.Set(Isa::kScalar));
     auto ys = RunPacked(w, c, x, 0, 7, nullptr);
-    ASSERT_TRUE(ForceIsa(BestSupportedIsa()));
+    ASSERT_TRUE(isa_guard.Set(BestSupportedIsa()));
     auto yv = RunPacked(w, c, x, 0, 7, nullptr);
     ASSERT_EQ(0, std::memcmp(ys.data(), yv.data(), ys.size() * 4));
   }
 }
 
 TEST(Packed, BatchInvariantBitExact) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(54);
   ThreadPool pool2(2), pool1(1);
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (const Case& c : kCases) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
       const int64_t n_in = 512, n_tok = 9;

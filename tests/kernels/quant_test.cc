@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dispatch.h"
 #include "kernel_test_util.h"
+#include "kernels/dispatch.h"
 
 namespace ferry::kernels {
 namespace {
@@ -107,12 +107,12 @@ TEST(Dequantize, Q2_KKnownValues) {
   b.qs[0] = 0xE4;      // 2-bit fields 0,1,2,3 for elements 0, 32, 64, 96
   float y[256];
   DequantizeRow(DType::kQ2_K, &b, y, 256);
-  EXPECT_EQ(y[0], -1.0f);   // 3*0 - 0.5*2
+  EXPECT_EQ(y[0], -1.0f);  // 3*0 - 0.5*2
   EXPECT_EQ(y[1], -1.0f);
   EXPECT_EQ(y[16], 0.0f);
-  EXPECT_EQ(y[32], 1.0f);   // 1*1
-  EXPECT_EQ(y[64], 4.0f);   // 2*2
-  EXPECT_EQ(y[96], 2.5f);   // 1*3 - 0.5
+  EXPECT_EQ(y[32], 1.0f);  // 1*1
+  EXPECT_EQ(y[64], 4.0f);  // 2*2
+  EXPECT_EQ(y[96], 2.5f);  // 1*3 - 0.5
   EXPECT_EQ(y[128], 0.0f);
 }
 
@@ -146,10 +146,10 @@ TEST(Dequantize, Q4_KKnownValues) {
   b.qs[64] = 0x04;
   float y[256];
   DequantizeRow(DType::kQ4_K, &b, y, 256);
-  EXPECT_EQ(y[0], 5.0f);    // 2*3 - 1
+  EXPECT_EQ(y[0], 5.0f);  // 2*3 - 1
   EXPECT_EQ(y[1], -1.0f);
-  EXPECT_EQ(y[32], 0.0f);   // sub-block 1: scale 0, min 0
-  EXPECT_EQ(y[128], 68.0f); // 17*4
+  EXPECT_EQ(y[32], 0.0f);    // sub-block 1: scale 0, min 0
+  EXPECT_EQ(y[128], 68.0f);  // 17*4
 }
 
 TEST(Dequantize, Q5_KKnownValues) {
@@ -176,9 +176,9 @@ TEST(Dequantize, Q6_KKnownValues) {
   b.qh[0] = 0x02;
   float y[256];
   DequantizeRow(DType::kQ6_K, &b, y, 256);
-  EXPECT_EQ(y[0], -5.0f);   // 0.5 * -2 * (37 - 32)
-  EXPECT_EQ(y[64], -16.0f); // 0.5 * 1 * (0 - 32)
-  EXPECT_EQ(y[16], 0.0f);   // scale 1 = 0
+  EXPECT_EQ(y[0], -5.0f);    // 0.5 * -2 * (37 - 32)
+  EXPECT_EQ(y[64], -16.0f);  // 0.5 * 1 * (0 - 32)
+  EXPECT_EQ(y[16], 0.0f);    // scale 1 = 0
 }
 
 TEST(Dequantize, Q8_KKnownValues) {
@@ -193,13 +193,13 @@ TEST(Dequantize, Q8_KKnownValues) {
 
 // DequantizeRow must be bit-identical to ref under every ISA.
 TEST(Dequantize, EveryIsaMatchesRefBitExact) {
-  testing::IsaRestorer restore;
+  testing::ScopedIsa isa_guard;
   std::mt19937 rng(1);
   const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
                          DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ8_1, DType::kQ2_K,
                          DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
   for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(ForceIsa(isa));
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (DType t : types) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
       ASSERT_TRUE(CanDequantize(t));
@@ -234,10 +234,10 @@ TEST(Quantize, Q4_0KnownBlock) {
   for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 16.f;  // max |x| at x[0] = -16
   block_q4_0 b;
   QuantizeRow(DType::kQ4_0, x, &b, 32);
-  EXPECT_EQ(Fp16ToFp32(b.d), 2.0f);           // d = -16 / -8
-  EXPECT_EQ(b.qs[0] & 0xF, 0);                // -16 / 2 + 8
-  EXPECT_EQ(b.qs[0] >> 4, 8);                 // x[16] = 0
-  EXPECT_EQ(b.qs[15] >> 4, 15);               // x[31] = 15 -> 7.5 + 8.5 = 16 -> clamped 15
+  EXPECT_EQ(Fp16ToFp32(b.d), 2.0f);  // d = -16 / -8
+  EXPECT_EQ(b.qs[0] & 0xF, 0);       // -16 / 2 + 8
+  EXPECT_EQ(b.qs[0] >> 4, 8);        // x[16] = 0
+  EXPECT_EQ(b.qs[15] >> 4, 15);      // x[31] = 15 -> 7.5 + 8.5 = 16 -> clamped 15
 }
 
 TEST(Quantize, RoundTripWithinFormatBound) {
@@ -265,14 +265,31 @@ TEST(Quantize, RoundTripWithinFormatBound) {
       for (int64_t i = b0; i < b0 + group; ++i) {
         double bound;
         switch (t) {
-          case DType::kF16: bound = std::fabs(x[i]) * std::ldexp(1.0, -11); break;
-          case DType::kBF16: bound = std::fabs(x[i]) * std::ldexp(1.0, -8); break;
-          case DType::kQ4_0: bound = 1.02 * amax / 8; break;   // clamp at +7 costs up to one step
-          case DType::kQ5_0: bound = 1.02 * amax / 16; break;
-          case DType::kQ4_1: bound = 0.52 * (mx - mn) / 15 + std::fabs(mn) * 1e-3 + (mx - mn) * 1e-3; break;
-          case DType::kQ5_1: bound = 0.52 * (mx - mn) / 31 + std::fabs(mn) * 1e-3 + (mx - mn) * 1e-3; break;
-          case DType::kQ8_0: case DType::kQ8_1: bound = 0.52 * amax / 127 + amax * 1e-3; break;
-          default: bound = 0.501 * amax / 127; break;  // q8_K: float scale
+          case DType::kF16:
+            bound = std::fabs(x[i]) * std::ldexp(1.0, -11);
+            break;
+          case DType::kBF16:
+            bound = std::fabs(x[i]) * std::ldexp(1.0, -8);
+            break;
+          case DType::kQ4_0:
+            bound = 1.02 * amax / 8;
+            break;  // clamp at +7 costs up to one step
+          case DType::kQ5_0:
+            bound = 1.02 * amax / 16;
+            break;
+          case DType::kQ4_1:
+            bound = 0.52 * (mx - mn) / 15 + std::fabs(mn) * 1e-3 + (mx - mn) * 1e-3;
+            break;
+          case DType::kQ5_1:
+            bound = 0.52 * (mx - mn) / 31 + std::fabs(mn) * 1e-3 + (mx - mn) * 1e-3;
+            break;
+          case DType::kQ8_0:
+          case DType::kQ8_1:
+            bound = 0.52 * amax / 127 + amax * 1e-3;
+            break;
+          default:
+            bound = 0.501 * amax / 127;
+            break;  // q8_K: float scale
         }
         ASSERT_LE(std::fabs(x[i] - y[i]), bound + 1e-7) << "i=" << i;
       }
@@ -325,8 +342,9 @@ TEST(Quantize, ActivationQuantizersBitExactAcrossIsas) {
         const int64_t n = 256 * (1 + rep % 3) + (Traits(a).block_size == 1 ? rep : 0);
         std::vector<float> x = RandomFloats(rng, n, rep % 2 ? 0.01f : 5.f);
         if (rep == 3) std::fill(x.begin(), x.begin() + 256, 0.f);  // an all-zero block
-        if (rep == 4) x[10] = -x[11] * 100.f;                       // a large negative max
-        if (rep == 5) for (auto& v : x) v = std::round(v * 4) / 4;  // exact halves after scaling
+        if (rep == 4) x[10] = -x[11] * 100.f;                      // a large negative max
+        if (rep == 5)
+          for (auto& v : x) v = std::round(v * 4) / 4;  // exact halves after scaling
         std::vector<uint8_t> want(RowBytes(a, n)), got(RowBytes(a, n));
         scalar.quantize_act[static_cast<int>(a)](x.data(), want.data(), n);
         tab.quantize_act[static_cast<int>(a)](x.data(), got.data(), n);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "isa_guard.h"
 #include "kernels/kernels.h"
 
 namespace ferry::kernels {
@@ -32,10 +33,11 @@ std::vector<uint8_t> Quantize(DType t, const std::vector<float>& w, int64_t rows
 class SparseMatVecTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(SparseMatVecTest, RowsEqualDenseMatMulRowsBitExact) {
+  ferry::testing::ScopedIsa isa_guard;
   const DType t = GetParam();
   ThreadPool pool(2);
-  for (Isa isa = Isa::kScalar; isa <= BestSupportedIsa(); isa = static_cast<Isa>(static_cast<int>(isa) + 1)) {
-    ASSERT_TRUE(ForceIsa(isa));
+  for (Isa isa : ferry::testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
     for (int64_t n_out : {1, 37, 300}) {
       const int64_t n_in = 256;
       auto w = Quantize(t, Random(n_out * n_in, 3), n_out, n_in);
@@ -52,10 +54,10 @@ TEST_P(SparseMatVecTest, RowsEqualDenseMatMulRowsBitExact) {
         ASSERT_EQ(y[j], dense[static_cast<size_t>(rows[j])]) << IsaName(isa) << " row " << rows[j];
     }
   }
-  ForceIsa(BestSupportedIsa());
 }
 
 TEST_P(SparseMatVecTest, AxpyRowsEqualsMaskedDenseDown) {
+  ferry::testing::ScopedIsa isa_guard;
   const DType t = GetParam();
   ThreadPool pool(2);
   const int64_t n_neurons = 96, n_out = 320;  // 320: chunks of 64 with none ragged; 5 chunks
@@ -77,8 +79,8 @@ TEST_P(SparseMatVecTest, AxpyRowsEqualsMaskedDenseDown) {
     for (int64_t o = 0; o < n_out; ++o)
       ref[static_cast<size_t>(o)] += hs[j] * deq[static_cast<size_t>(rows[j] * n_out + o)];
   std::vector<float> scalar;
-  for (Isa isa = Isa::kScalar; isa <= BestSupportedIsa(); isa = static_cast<Isa>(static_cast<int>(isa) + 1)) {
-    ASSERT_TRUE(ForceIsa(isa));
+  for (Isa isa : ferry::testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
     std::vector<float> y(static_cast<size_t>(n_out), 123.0f);
     AxpyRows(wt.data(), t, n_out, rows.data(), hs.data(), static_cast<int64_t>(rows.size()), y.data(), &pool);
     for (int64_t o = 0; o < n_out; ++o)
@@ -89,7 +91,6 @@ TEST_P(SparseMatVecTest, AxpyRowsEqualsMaskedDenseDown) {
              nullptr);
     EXPECT_EQ(y, y1) << IsaName(isa);
   }
-  ForceIsa(BestSupportedIsa());
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, SparseMatVecTest,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/weight_source.h"
+#include "isa_guard.h"
 #include "kernels/kernels.h"
 #include "model/kv_budget_cache.h"
 #include "model/model.h"
@@ -236,6 +237,7 @@ TEST(KvBudget, CacheForModelOptionsNeedsPolicyAndBudgetTogether) {
 // The H2O score kernel against a direct double-precision softmax, over blocks with a ragged
 // tail and GQA; every (query, head) row of weights sums to 1.
 TEST(AttentionWeights, MatchesReferenceSoftmax) {
+  ferry::testing::ScopedIsa isa_guard;
   const int n_heads = 6, n_kv = 2, hd = 16, bs = 5, n_blocks = 8, n_q = 3;
   const int64_t stride = n_kv * hd;
   std::vector<float> k(static_cast<size_t>(n_blocks * bs * stride)), v(k.size()),
@@ -250,9 +252,8 @@ TEST(AttentionWeights, MatchesReferenceSoftmax) {
   std::vector<int32_t> table = {3, 0, 7, 1, 5, 2, 6, 4};
   const int32_t q_pos[n_q] = {6, 17, 36};
   kernels::KvBlocks kv{k.data(), v.data(), table.data(), bs};
-  for (kernels::Isa isa = kernels::Isa::kScalar; isa <= kernels::BestSupportedIsa();
-       isa = static_cast<kernels::Isa>(static_cast<int>(isa) + 1)) {
-    ASSERT_TRUE(kernels::ForceIsa(isa));
+  for (kernels::Isa isa : ferry::testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
     std::vector<float> acc(40, 0.0f);
     kernels::AccumulateAttentionWeights(q.data(), n_q, q_pos, n_heads, n_kv, hd, 0.25f, kv, acc.data());
     std::vector<double> want(40, 0.0);
@@ -280,7 +281,6 @@ TEST(AttentionWeights, MatchesReferenceSoftmax) {
     }
     EXPECT_NEAR(total, n_q * n_heads, 1e-4);
   }
-  kernels::ForceIsa(kernels::BestSupportedIsa());
 }
 
 }  // namespace

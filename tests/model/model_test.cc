@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "formats/weight_source.h"
+#include "isa_guard.h"
 #include "kernels/kernels.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
@@ -99,10 +100,11 @@ struct IsaGap {
   bool fast_finite = true;
 };
 IsaGap ScalarVsFast(Model& m, const std::vector<int32_t>& toks, kernels::Isa fast) {
+  ferry::testing::ScopedIsa isa_guard;
   const int chunk = static_cast<int>(toks.size());
-  EXPECT_TRUE(kernels::ForceIsa(kernels::Isa::kScalar));
+  EXPECT_TRUE(isa_guard.Set(kernels::Isa::kScalar));
   const auto ref = RunChunked(m, toks, chunk, nullptr);
-  EXPECT_TRUE(kernels::ForceIsa(fast));
+  EXPECT_TRUE(isa_guard.Set(fast));
   const auto got = RunChunked(m, toks, chunk, nullptr);
   IsaGap g;
   for (size_t i = 0; i < ref.size(); ++i) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/weight_source.h"
+#include "isa_guard.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
@@ -105,6 +106,7 @@ std::vector<float> MaskedReference(const std::vector<float>& wg, const std::vect
 class SparseFfnLayerTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(SparseFfnLayerTest, RowSparseAndMaskedDenseEqualMaskedReferenceEveryIsa) {
+  ferry::testing::ScopedIsa isa_guard;
   Fixture f = Make(GetParam());
   const int64_t dim = f.cfg.dim, ffn = f.cfg.ffn_dim, n = 6;
   std::vector<Linear> gate, up, down;
@@ -129,9 +131,8 @@ TEST_P(SparseFfnLayerTest, RowSparseAndMaskedDenseEqualMaskedReferenceEveryIsa) 
     ASSERT_TRUE(sp.ok()) << sp.status().ToString();
     auto file = LoadFfnSparsity(side);
     ASSERT_TRUE(file.ok());
-    for (kernels::Isa isa = kernels::Isa::kScalar; isa <= kernels::BestSupportedIsa();
-         isa = static_cast<kernels::Isa>(static_cast<int>(isa) + 1)) {
-      ASSERT_TRUE(kernels::ForceIsa(isa));
+    for (kernels::Isa isa : ferry::testing::TestIsas()) {
+      ASSERT_TRUE(isa_guard.Set(isa));
       for (int32_t l = 0; l < f.cfg.n_layers; ++l) {
         const auto wg = Dequant(gate[l]), wu = Dequant(up[l]), wd = Dequant(down[l]);
         SparsityStats st;
@@ -180,7 +181,6 @@ TEST_P(SparseFfnLayerTest, RowSparseAndMaskedDenseEqualMaskedReferenceEveryIsa) 
         }
       }
     }
-    kernels::ForceIsa(kernels::BestSupportedIsa());
   }
 }
 

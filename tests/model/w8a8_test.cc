@@ -10,6 +10,7 @@
 
 #include "formats/gguf.h"
 #include "formats/weight_source.h"
+#include "isa_guard.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
@@ -110,12 +111,13 @@ TEST(W8A8Model, TracksDequantizedF32Weights) {
 }
 
 TEST(W8A8Model, ScalarAndSimdAgreeAndBatchingIsInvariant) {
+  ferry::testing::ScopedIsa isa_guard;
   const std::string path = MakeW8A8(testing::TempDir(), 0.f);
   auto toks = Prompt(20);
   ThreadPool pool(2);
-  ASSERT_TRUE(kernels::ForceIsa(kernels::Isa::kScalar));
+  ASSERT_TRUE(isa_guard.Set(kernels::Isa::kScalar));
   auto ref = Logits(path, toks, 20, nullptr);
-  ASSERT_TRUE(kernels::ForceIsa(kernels::BestSupportedIsa()));
+  ASSERT_TRUE(isa_guard.Set(kernels::BestSupportedIsa()));
   auto whole = Logits(path, toks, 20, &pool);
   auto one = Logits(path, toks, 1, &pool);
   auto five = Logits(path, toks, 5, nullptr);

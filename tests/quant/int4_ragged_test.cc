@@ -101,7 +101,7 @@ TEST(Int4Ragged, PackUnpackRoundTripIsBitExact) {
 }
 
 TEST(Int4Ragged, PackedMatMulMatchesNaiveAndScalarTwin) {
-  kt::IsaRestorer restore;
+  ferry::testing::ScopedIsa isa_guard;
   std::mt19937 rng(72);
   for (DType t : kTypes) {
     for (int64_t n_in : kWidths) {
@@ -113,7 +113,7 @@ TEST(Int4Ragged, PackedMatMulMatchesNaiveAndScalarTwin) {
       auto x = kt::RandomFloats(rng, n_tok * n_in);
       std::vector<std::vector<float>> results;
       for (kernels::Isa isa : kt::TestIsas()) {
-        ASSERT_TRUE(kernels::ForceIsa(isa));
+        ASSERT_TRUE(isa_guard.Set(isa));
         std::vector<float> y(static_cast<size_t>(n_tok * n_out), -1.f);
         kernels::MatMulPacked(packed.data(), t, n_out, n_in, x.data(), n_tok, y.data(), nullptr);
         results.push_back(y);

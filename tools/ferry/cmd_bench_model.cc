@@ -13,11 +13,10 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/timer.h"
 #include "commands.h"
@@ -68,8 +67,8 @@ std::string WeightTypeName(const formats::WeightSource& src) {
 }
 
 // Prefill P tokens of sequence 0 starting at position 0; returns seconds.
-StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch, std::vector<float>& logits,
-                         ThreadPool& pool) {
+StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
+                         std::vector<float>& logits, ThreadPool& pool) {
   Timer timer;
   ForwardBatch b;
   const int p = static_cast<int>(toks.size());
@@ -83,8 +82,8 @@ StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks
 }
 
 // Decode N tokens of sequence 0 at positions pos0.. (one token per forward); returns seconds.
-StatusOr<double> Decode(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0, std::vector<float>& logits,
-                        ThreadPool& pool) {
+StatusOr<double> Decode(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0,
+                        std::vector<float>& logits, ThreadPool& pool) {
   Timer timer;
   ForwardBatch b;
   for (size_t i = 0; i < toks.size(); ++i) {
@@ -129,7 +128,8 @@ StatusOr<EngineDecode> DecodeOnEngine(Model& m, const std::vector<int32_t>& prom
 }
 
 int RunBench(const BenchOpts& o) {
-  if (o.model.empty()) return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
+  if (o.model.empty())
+    return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.n_batch < 1)
     return Fail(InvalidArgumentError("-p and -n must be >= 0, -r and --batch >= 1"));
   LoadOptions lopts;
@@ -216,6 +216,7 @@ int RunBench(const BenchOpts& o) {
     nlohmann::json j = {{"model", name},
                         {"path", o.model},
                         {"weight_type", wtype},
+                        {"cpu", kernels::CpuModelName()},
                         {"isa", kernels::IsaName(kernels::ActiveIsa())},
                         {"threads", pool.size()},
                         {"n_prompt", o.n_prompt},
@@ -245,6 +246,8 @@ int RunBench(const BenchOpts& o) {
     }
     std::printf("%s\n", j.dump().c_str());
   } else {
+    std::printf("cpu: %s; kernel table: %s (FERRY_ISA selects another)\n\n", kernels::CpuModelName().c_str(),
+                kernels::IsaName(kernels::ActiveIsa()));
     std::printf("| model | type | isa | threads | test | t/s |\n|---|---|---|---|---|---|\n");
     if (o.n_prompt > 0)
       std::printf("| %s | %s | %s | %d | pp%d | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
@@ -252,10 +255,11 @@ int RunBench(const BenchOpts& o) {
     if (o.n_gen > 0)
       std::printf("| %s | %s | %s | %d | tg%d | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
                   kernels::IsaName(kernels::ActiveIsa()), pool.size(), o.n_gen, tgs.mean, tgs.sd);
-    std::printf("\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
-                "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
-                pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
-                kv_bytes / 1e6, eff * 100);
+    std::printf(
+        "\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
+        "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
+        pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
+        kv_bytes / 1e6, eff * 100);
     if (!spec_tps.empty())
       std::printf(
           "speculative decode (%s, K %d) on the engine: %.2f +/- %.2f tok/s vs plain %.2f +/- %.2f tok/s "
@@ -277,14 +281,19 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   auto o = std::make_shared<BenchOpts>();
   // Not required(): `ferry bench throughput -m ...` is a nested subcommand; RunBench checks it.
   bench.add_option("-m,--model", o->model, "model file (GGUF, Hugging Face folder or llama2.c .bin)");
-  bench.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for prefill (0: skip prefill)")->capture_default_str();
+  bench.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for prefill (0: skip prefill)")
+      ->capture_default_str();
   bench.add_option("-n,--n-gen", o->n_gen, "tokens to decode (0: skip decode)")->capture_default_str();
   bench.add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str();
-  bench.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  bench.add_option("-t,--threads", o->threads, "threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
   bench.add_option("-b,--batch", o->n_batch, "prompt tokens per forward pass")->capture_default_str();
-  bench.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
+  bench.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 65536));
   bench.add_flag("--json", o->json, "one JSON object per line");
-  bench.add_flag("--no-repack", o->no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+  bench.add_flag("--no-repack", o->no_repack,
+                 "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
   o->spec.Add(&bench);
   bench.add_option("--spec-prompt", o->spec_prompt,
                    "prompt text for the speculative runs (default: the random prompt)");

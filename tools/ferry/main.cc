@@ -1,10 +1,12 @@
 // ferry: command-line entry point. One file per subcommand; this file only dispatches.
 #include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "base/log.h"
 #include "commands.h"
+#include "kernels/kernels.h"
 
 namespace ferry::cli {
 
@@ -15,10 +17,13 @@ int Fail(const Status& status) {
 
 void ModelFlags::Add(CLI::App* cmd, bool with_threads) {
   cmd->add_option("-m,--model", model, "model: GGUF file, Hugging Face folder or llama2.c .bin")->required();
-  cmd->add_option("--tokenizer", tokenizer, "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
+  cmd->add_option("--tokenizer", tokenizer,
+                  "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
   if (with_threads) {
-    cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
-    cmd->add_flag("--no-repack", no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+    cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--no-repack", no_repack,
+                  "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
     sparsity.Add(cmd);
   }
 }
@@ -55,6 +60,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (verbose) ferry::SetLogLevel(ferry::LogLevel::kDebug);
+  if (const std::string isa_err = ferry::kernels::CheckIsaEnv(); !isa_err.empty()) {
+    std::fprintf(stderr, "ferry: %s\n", isa_err.c_str());
+    return 2;
+  }
   for (auto& [cmd, run] : commands)
     if (cmd->parsed()) return run();
   return 2;

@@ -1,0 +1,16 @@
+// AVX-512 VNNI (+ BF16 where the CPU has it) kernels (namespace ferry::kernels::avx512vnni). Files in this
+// folder, except table_avx512vnni.cc, are built with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+// -mavx512bf16 -mfma -mf16c; callers reach them only through the dispatch table after a cpuid check.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dispatch.h"
+
+namespace ferry::kernels::avx512vnni {
+
+// Replaces the entries of t (a copy of the next-lower table) that this ISA computes natively.
+// Built without ISA flags: it only takes addresses.
+void Fill(internal::KernelTable& t);
+
+}  // namespace ferry::kernels::avx512vnni

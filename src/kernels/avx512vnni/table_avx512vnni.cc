@@ -1,0 +1,10 @@
+// The avx512vnni table's own entries (the rest come from the table it extends: dispatch.cc).
+#include "kernels/avx512vnni/avx512vnni.h"
+
+namespace ferry::kernels::avx512vnni {
+
+void Fill(internal::KernelTable& t) {
+  (void)t;
+}
+
+}  // namespace ferry::kernels::avx512vnni
