@@ -154,19 +154,33 @@ TEST(Packed, MatMulMatchesNaiveReference) {
   }
 }
 
-TEST(Packed, SimdIsBitIdenticalToScalarTwin) {
+// Every table against the scalar twin: one group (the 512-bit kernels' single-group path), an
+// odd count of groups (a pair and a single), a zero-padded last group, ragged int4 rows, every
+// token count of a tile, one and two threads.
+TEST(Packed, EveryTableIsBitIdenticalToScalarTwin) {
   testing::ScopedIsa isa_guard;
-  if (BestSupportedIsa() == Isa::kScalar) GTEST_SKIP() << "no SIMD ISA";
   std::mt19937 rng(53);
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t n_out, n_in;
+  };
   for (const Case& c : kCases) {
-    SCOPED_TRACE(c.Name());
-    Weights w = MakeWeights(rng, c, 45, 1024);
-    auto x = testing::RandomFloats(rng, 1024 * 7);
-    ASSERT_TRUE(isa_guard.Set(Isa::kScalar));
-    auto ys = RunPacked(w, c, x, 0, 7, nullptr);
-    ASSERT_TRUE(isa_guard.Set(BestSupportedIsa()));
-    auto yv = RunPacked(w, c, x, 0, 7, nullptr);
-    ASSERT_EQ(0, std::memcmp(ys.data(), yv.data(), ys.size() * 4));
+    for (const Shape s : {Shape{8, 1024}, Shape{24, 256}, Shape{45, 1024}, Shape{19, 200}}) {
+      if (s.n_in % 32 != 0 && c.t != DType::kI4G128) continue;  // only int4 rows may be ragged
+      SCOPED_TRACE(c.Name() + " " + std::to_string(s.n_out) + "x" + std::to_string(s.n_in));
+      Weights w = MakeWeights(rng, c, s.n_out, s.n_in);
+      auto x = testing::RandomFloats(rng, s.n_in * 7);
+      ASSERT_TRUE(isa_guard.Set(Isa::kScalar));
+      auto want = RunPacked(w, c, x, 0, 7, nullptr);
+      for (Isa isa : testing::TestIsas()) {
+        SCOPED_TRACE(IsaName(isa));
+        ASSERT_TRUE(isa_guard.Set(isa));
+        for (int64_t n_tok = 1; n_tok <= 7; ++n_tok) {
+          auto got = RunPacked(w, c, x, 0, n_tok, n_tok % 2 ? nullptr : &pool);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << n_tok << " tokens";
+        }
+      }
+    }
   }
 }
 

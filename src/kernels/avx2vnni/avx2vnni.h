@@ -13,4 +13,9 @@ namespace ferry::kernels::avx2vnni {
 // Built without ISA flags: it only takes addresses.
 void Fill(internal::KernelTable& t);
 
+// ---- packed, W8A8, ops ----
+// Packed MatMul micro-kernel, same contract as ref::PackedTile.
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
+                int nt, int n_grp, float* const* y);
+
 }  // namespace ferry::kernels::avx2vnni

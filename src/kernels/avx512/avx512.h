@@ -16,4 +16,9 @@ void Fill(internal::KernelTable& t);
 // Bandwidth-probe sum, same contract as ref::ReadSum; x must be 64-byte aligned.
 double ReadSum(const float* x, int64_t n);
 
+// ---- packed, W8A8, ops ----
+// Packed MatMul micro-kernel, same contract as ref::PackedTile.
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
+                int nt, int n_grp, float* const* y);
+
 }  // namespace ferry::kernels::avx512

@@ -1,6 +1,6 @@
 // AVX-512 streaming read for the memory-bandwidth probe: four independent 512-bit load+add
 // chains, so the loop is bound by memory, not by add latency.
-#include <immintrin.h>
+#include "kernels/avx512/avx512_intrin.h"
 
 #include "kernels/avx512/avx512.h"
 

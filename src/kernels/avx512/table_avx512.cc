@@ -4,6 +4,8 @@
 namespace ferry::kernels::avx512 {
 
 void Fill(internal::KernelTable& t) {
+  // packed, W8A8, ops
+  t.packed_tile = PackedTile;
   t.read_sum = ReadSum;
 }
 

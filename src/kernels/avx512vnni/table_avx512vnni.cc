@@ -4,7 +4,8 @@
 namespace ferry::kernels::avx512vnni {
 
 void Fill(internal::KernelTable& t) {
-  (void)t;
+  // packed, W8A8, ops
+  t.packed_tile = PackedTile;
 }
 
 }  // namespace ferry::kernels::avx512vnni

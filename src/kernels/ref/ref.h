@@ -60,7 +60,7 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 
 // Packed MatMul micro-kernel (packed_layout.h PackedTileFn): the scalar truth.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
-                float* const* y);
+                int n_grp, float* const* y);
 // Sum of floats (bandwidth probe), any order.
 double ReadSum(const float* x, int64_t n);
 
