@@ -98,13 +98,18 @@ BENCHMARK(BM_MatMul)->Name("GemvHot")->Apply(HotArgs)->Unit(benchmark::kMicrosec
 
 BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Packed (repacked-at-load) MatMul: args dtype, n_tok, threads[, n_out]. Same 16384 x 2048
+// Packed (repacked-at-load) MatMul: args dtype, isa, n_tok, threads[, n_out]. Same 16384 x 2048
 // weights by default (DRAM-bound decode); a small n_out (L2-resident) measures pure compute.
 void BM_MatMulPacked(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
-  const int64_t n_tok = state.range(1);
-  const int threads = static_cast<int>(state.range(2));
-  const int64_t n_out = state.range(3) ? state.range(3) : 16384, n_in = 2048;
+  const auto isa = static_cast<Isa>(state.range(1));
+  const int64_t n_tok = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  if (!ForceIsa(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const int64_t n_out = state.range(4) ? state.range(4) : 16384, n_in = 2048;
   auto w = MakeWeights(t, n_out, n_in);
   AlignedBuffer packed(PackedBytes(t, n_out, n_in));  // as the model holds it (huge pages)
   PackWeights(t, w.data(), n_out, n_in, packed.data(), nullptr);
@@ -112,16 +117,22 @@ void BM_MatMulPacked(benchmark::State& state) {
              [&](const float* x, float* y, ThreadPool* pool) {
                MatMulPacked(packed.data(), t, n_out, n_in, x, n_tok, y, pool);
              });
-  state.SetLabel(std::string(DTypeName(t)) + "/packed");
+  state.SetLabel(std::string(DTypeName(t)) + "/packed/" + IsaName(isa));
+  ForceIsa(BestSupportedIsa());
 }
+// The SIMD tables, fastest last (each ratio against avx2 comes from one run).
+constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni};
 void PackedArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
     for (int64_t n_tok : {1, 32})
-      for (int64_t th : {1, 2}) b->Args({static_cast<int64_t>(t), n_tok, th, 0});
+      for (int64_t th : {1, 2})
+        for (Isa isa : kSimdIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, th, 0});
 }
 BENCHMARK(BM_MatMulPacked)->Name("Packed")->Apply(PackedArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 void PackedHotArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128}) b->Args({static_cast<int64_t>(t), 1, 1, 128});
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
+    for (int64_t n_tok : {1, 4})
+      for (Isa isa : kSimdIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 1, 128});
 }
 BENCHMARK(BM_MatMulPacked)
     ->Name("PackedHot")
