@@ -34,7 +34,8 @@ void QuantizeActF16(const float* x, void* dst, int64_t n);   // dst: [n] fp16
 void QuantizeActBf16(const float* x, void* dst, int64_t n);  // dst: [n] bf16
 
 // ---- Dot products: weight row (type in name) x activation row (its partner type) ---------
-// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double.
+// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double,
+// except q4_0 / q8_0: fma per block into one float, the packed path's order (ref::PackedTile).
 float DotF32(const void* w, const void* x, int64_t n);
 float DotF16(const void* w, const void* x, int64_t n);   // x: fp16
 float DotBf16(const void* w, const void* x, int64_t n);  // x: bf16
