@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -204,13 +205,13 @@ void BM_MatMulW8A8(benchmark::State& state) {
   state.SetLabel(IsaName(isa));
   ForceIsa(BestSupportedIsa());
 }
-BENCHMARK(BM_MatMulW8A8)
-    ->Args({0, 1, 1})
-    ->Args({1, 1, 1})
-    ->Args({1, 1, 2})
-    ->Args({1, 32, 2})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+void W8A8Args(benchmark::internal::Benchmark* b) {
+  b->Args({static_cast<int64_t>(Isa::kScalar), 1, 1});
+  for (Isa isa : kSimdIsas)
+    for (const auto& [n_tok, th] : {std::pair<int64_t, int64_t>{1, 1}, {1, 2}, {32, 2}})
+      b->Args({static_cast<int64_t>(isa), n_tok, th});
+}
+BENCHMARK(BM_MatMulW8A8)->Apply(W8A8Args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Random attention inputs: K/V of n_blocks blocks of bs tokens, and n_q queries at the last
 // n_q positions of an n_ctx context; the block table is the identity (callers may permute it).
