@@ -39,7 +39,7 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 
 // Packed MatMul micro-kernel and bandwidth-probe sum, same contracts as ref::.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
-                int nt, float* const* y);
+                int nt, int n_grp, float* const* y);
 // x must be 32-byte aligned.
 double ReadSum(const float* x, int64_t n);
 

@@ -4,6 +4,11 @@
 namespace ferry::kernels::avx512 {
 
 void Fill(internal::KernelTable& t) {
+  // packed, W8A8, ops
+  t.packed_tile = PackedTile;
+  t.quantize_i8 = QuantizeActInt8;
+  t.dot_i8 = DotI8;
+  t.dot_i8x4 = DotI8x4;
   t.read_sum = ReadSum;
 }
 

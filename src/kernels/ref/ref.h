@@ -34,7 +34,8 @@ void QuantizeActF16(const float* x, void* dst, int64_t n);   // dst: [n] fp16
 void QuantizeActBf16(const float* x, void* dst, int64_t n);  // dst: [n] bf16
 
 // ---- Dot products: weight row (type in name) x activation row (its partner type) ---------
-// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double.
+// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double,
+// except q4_0 / q8_0: fma per block into one float, the packed path's order (ref::PackedTile).
 float DotF32(const void* w, const void* x, int64_t n);
 float DotF16(const void* w, const void* x, int64_t n);   // x: fp16
 float DotBf16(const void* w, const void* x, int64_t n);  // x: bf16
@@ -60,7 +61,7 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 
 // Packed MatMul micro-kernel (packed_layout.h PackedTileFn): the scalar truth.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
-                float* const* y);
+                int n_grp, float* const* y);
 // Sum of floats (bandwidth probe), any order.
 double ReadSum(const float* x, int64_t n);
 
