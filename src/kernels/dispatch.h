@@ -16,7 +16,7 @@ using DotFn = float (*)(const void* w, const void* x, int64_t n);
 // bit-identical to the same table's dot(w, x[t], n): MatMul's results never depend on how
 // it tiles the tokens.
 using DotTileFn = void (*)(const void* w, const void* const* x, int nt, int64_t n, float* out);
-inline constexpr int kMaxDotTile = 4;
+inline constexpr int kMaxDotTile = 8;  // tables with fewer registers run a tile in slices
 // f32 activation row [n] -> partner-type row.
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 

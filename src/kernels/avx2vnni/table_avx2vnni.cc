@@ -4,7 +4,8 @@
 namespace ferry::kernels::avx2vnni {
 
 void Fill(internal::KernelTable& t) {
-  (void)t;
+  // in-place dots
+  FillKQuantDots(t);
 }
 
 }  // namespace ferry::kernels::avx2vnni

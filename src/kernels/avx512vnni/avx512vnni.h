@@ -13,4 +13,8 @@ namespace ferry::kernels::avx512vnni {
 // Built without ISA flags: it only takes addresses.
 void Fill(internal::KernelTable& t);
 
+// In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
+// table computes natively.
+void FillKQuantDots(internal::KernelTable& t);
+
 }  // namespace ferry::kernels::avx512vnni

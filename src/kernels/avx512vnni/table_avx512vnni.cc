@@ -4,7 +4,8 @@
 namespace ferry::kernels::avx512vnni {
 
 void Fill(internal::KernelTable& t) {
-  (void)t;
+  // in-place dots
+  FillKQuantDots(t);
 }
 
 }  // namespace ferry::kernels::avx512vnni

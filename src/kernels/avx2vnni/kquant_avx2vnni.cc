@@ -1,0 +1,26 @@
+// AVX-VNNI K-quant dots: the 256-bit bodies of the avx2 table (kquant_256.h) with vpdpwssd
+// as the MAC, so they give the avx2 table's bits in fewer instructions.
+#include <immintrin.h>
+
+#include "kernels/avx2/kquant_256.h"
+#include "kernels/avx2vnni/avx2vnni.h"
+
+namespace ferry::kernels::avx2vnni {
+namespace {
+struct VnniOps {
+  static __m256i MaddAcc(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
+};
+using KDots = avx2::KQuantDots256<VnniOps>;
+}  // namespace
+
+void FillKQuantDots(internal::KernelTable& t) {
+  auto set = [&](DType d, internal::DotFn f, internal::DotTileFn tile) {
+    t.dot[static_cast<int>(d)] = f;
+    t.dot_tile[static_cast<int>(d)] = tile;
+  };
+  set(DType::kQ4_K, KDots::Q4_K, KDots::TileQ4_K);
+  set(DType::kQ5_K, KDots::Q5_K, KDots::TileQ5_K);
+  set(DType::kQ6_K, KDots::Q6_K, KDots::TileQ6_K);
+}
+
+}  // namespace ferry::kernels::avx2vnni

@@ -1,0 +1,23 @@
+// AVX512-VNNI K-quant dots: kquant_512.h with vpdpwssd as the MAC (the avx512 table's bits).
+#include "kernels/avx512/kquant_512.h"
+#include "kernels/avx512vnni/avx512vnni.h"
+
+namespace ferry::kernels::avx512vnni {
+namespace {
+struct VnniOps {
+  static __m512i MaddAcc(__m512i acc, __m512i a, __m512i b) { return _mm512_dpwssd_epi32(acc, a, b); }
+};
+using KDots = avx512::KQuantDots512<VnniOps>;
+}  // namespace
+
+void FillKQuantDots(internal::KernelTable& t) {
+  auto set = [&](DType d, internal::DotFn f, internal::DotTileFn tile) {
+    t.dot[static_cast<int>(d)] = f;
+    t.dot_tile[static_cast<int>(d)] = tile;
+  };
+  set(DType::kQ4_K, KDots::Q4_K, KDots::TileQ4_K);
+  set(DType::kQ5_K, KDots::Q5_K, KDots::TileQ5_K);
+  set(DType::kQ6_K, KDots::Q6_K, KDots::TileQ6_K);
+}
+
+}  // namespace ferry::kernels::avx512vnni
