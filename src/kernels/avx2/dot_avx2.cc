@@ -9,6 +9,7 @@
 #include "core/fp16.h"
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/avx2_util.h"
+#include "kernels/avx2/dot_chain_256.h"
 #include "kernels/avx2/kquant_256.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant_blocks.h"
@@ -133,14 +134,16 @@ inline __m256i LoadQ(const int8_t* qs) {
 
 }  // namespace
 
+namespace {
+struct MaddSums {
+  static __m256i DotI8(__m256i x, __m256i y) { return MulSumI8(x, y); }
+  static __m256i DotU8(__m256i u, __m256i y) { return MulSumU8I8(u, y); }
+};
+using Chain = ChainDots256<MaddSums>;
+}  // namespace
+
 float DotQ4_0(const void* w, const void* x, int64_t n) {
-  const int64_t nb = n / 32;
-  const __m256i off = _mm256_set1_epi8(8);
-  return DotBlocks32(static_cast<const block_q4_0*>(w), static_cast<const block_q8_0*>(x),
-                     internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
-                     [&](const block_q4_0& wb, const block_q8_0& xb) {
-                       return MulSumI8(_mm256_sub_epi8(NibblesToBytes(wb.qs), off), LoadQ(xb.qs));
-                     });
+  return Chain::Q4_0(w, x, n);
 }
 
 float DotQ4_1(const void* w, const void* x, int64_t n) {
@@ -183,11 +186,7 @@ float DotQ5_1(const void* w, const void* x, int64_t n) {
 }
 
 float DotQ8_0(const void* w, const void* x, int64_t n) {
-  const int64_t nb = n / 32;
-  return DotBlocks32(
-      static_cast<const block_q8_0*>(w), static_cast<const block_q8_0*>(x),
-      internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
-      [&](const block_q8_0& wb, const block_q8_0& xb) { return MulSumI8(LoadQ(wb.qs), LoadQ(xb.qs)); });
+  return Chain::Q8_0(w, x, n);
 }
 
 namespace {
