@@ -85,6 +85,8 @@ void BM_MatMul(benchmark::State& state) {
   ForceIsa(BestSupportedIsa());
 }
 
+constexpr Isa kNewIsas[] = {Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni};
+
 void GemvArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                   DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K})
@@ -92,21 +94,35 @@ void GemvArgs(benchmark::internal::Benchmark* b) {
       b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0, 0});
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kF16})
     b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 2, 0, 0});
+  // The in-place dots of the newer tables (compare with the avx2 rows above).
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    for (Isa isa : kNewIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0, 0});
 }
 BENCHMARK(BM_MatMul)->Name("Gemv")->Apply(GemvArgs)->Unit(benchmark::kMillisecond);
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
   for (DType t :
        {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})  // k-quants: 4-token dot tiles
-    for (int64_t n_tok : {8, 32})
+    for (int64_t n_tok : {8, 32}) {
       b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0, 0});
+      for (Isa isa : kNewIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 2, 0, 0});
+    }
 }
 void HotArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ4_K,
                   DType::kQ5_K, DType::kQ6_K})
-    b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 1, 128, 0});
+    for (Isa isa : {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni})
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 128, 0});
 }
 BENCHMARK(BM_MatMul)->Name("GemvHot")->Apply(HotArgs)->Unit(benchmark::kMicrosecond);
+// Prefill compute (L2-resident weights, one thread): the in-place dot tiles.
+void GemmHotArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    for (Isa isa : {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni})
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 32, 1, 128, 0});
+}
+BENCHMARK(BM_MatMul)->Name("GemmHot")->Apply(GemmHotArgs)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -16,7 +16,7 @@ using DotFn = float (*)(const void* w, const void* x, int64_t n);
 // bit-identical to the same table's dot(w, x[t], n): MatMul's results never depend on how
 // it tiles the tokens.
 using DotTileFn = void (*)(const void* w, const void* const* x, int nt, int64_t n, float* out);
-inline constexpr int kMaxDotTile = 4;
+inline constexpr int kMaxDotTile = 8;  // tables with fewer registers run a tile in slices
 // f32 activation row [n] -> partner-type row.
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 
@@ -62,7 +62,9 @@ struct KernelTable {
 };
 
 // MatMul's activation row for partner type `act`: the partner blocks, then (q8_0, q8_1 only)
-// their scales as floats [n/32] and, for q8_1, the block sums d*sum(q) as floats [n/32].
+// their scales as floats [n/32]; for q8_0 then the block sums sum(q) as int32 [n/32] (q4_0's
+// offset 8 comes off as 8 * sum, the packed kernels' way), for q8_1 the block sums d*sum(q) as
+// floats [n/32].
 // The float copies are exact conversions of the fp16 fields, computed once per token so the
 // dot kernels of every weight row skip the conversion; scalar kernels ignore them.
 size_t ActRowBytes(DType act, int64_t n);
@@ -70,6 +72,10 @@ void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst,
 // The float scales / sums that follow nb partner blocks of block_bytes each.
 inline const float* ActScales(const void* x, int64_t nb, size_t block_bytes) {
   return reinterpret_cast<const float*>(static_cast<const char*>(x) + nb * static_cast<int64_t>(block_bytes));
+}
+// A q8_0 partner row's int32 block sums [nb].
+inline const int32_t* ActSumsQ8_0(const void* x, int64_t nb) {
+  return reinterpret_cast<const int32_t*>(ActScales(x, nb, 34) + nb);
 }
 
 // The active table (first call picks it; ForceIsa replaces it).

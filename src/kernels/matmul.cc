@@ -33,7 +33,7 @@ namespace internal {
 
 size_t ActRowBytes(DType act, int64_t n) {
   const size_t base = RowBytes(act, n);
-  if (act == DType::kQ8_0) return base + static_cast<size_t>(n / 32) * sizeof(float);
+  if (act == DType::kQ8_0) return base + static_cast<size_t>(n / 32) * (sizeof(float) + sizeof(int32_t));
   if (act == DType::kQ8_1) return base + static_cast<size_t>(n / 32) * 2 * sizeof(float);
   return base;
 }
@@ -46,7 +46,10 @@ void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst,
     const auto* b = static_cast<const block_q8_0*>(dst);
     for (int64_t i = 0; i < nb; ++i) {
       const float d = Fp16ToFp32(b[i].d);
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) sum += b[i].qs[j];
       std::memcpy(extra + 4 * i, &d, 4);
+      std::memcpy(extra + 4 * (nb + i), &sum, 4);
     }
   } else if (act == DType::kQ8_1) {
     const auto* b = static_cast<const block_q8_1*>(dst);

@@ -124,4 +124,18 @@ inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
+// Unpacks q4_K/q5_K's 12 scale bytes into utmp[0..1] = 8 scales, utmp[2..3] = 8 mins (the
+// 6-bit values as bytes; ggml's order). Internal linkage: the ISA-flagged kernels inline it.
+namespace {
+inline void UnpackK4Scales(const uint8_t* scales, uint32_t utmp[4]) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  __builtin_memcpy(utmp, scales, 12);
+  utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+  const uint32_t uaux = utmp[1] & kmask1;
+  utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+  utmp[2] = uaux;
+  utmp[0] &= kmask1;
+}
+}  // namespace
+
 }  // namespace ferry::kernels

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -106,6 +107,56 @@ TEST(Dot, TilesEqualSingleDotsBitExact) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "no ISA on this CPU has tiled dots";
+}
+
+// q4_0 / q8_0 follow the packed kernels' order (an exact int32 per block, then one fma chain),
+// so every table's in-place dot gives the scalar twin's bits, for block counts on both sides of
+// the eight-block batches.
+TEST(Dot, Q4_0AndQ8_0EqualScalarTwinBitExact) {
+  std::mt19937 rng(14);
+  const auto& scalar = internal::TableFor(Isa::kScalar);
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
+      for (int64_t nb : {1, 7, 8, 9, 16, 23, 64}) {
+        const int64_t n = 32 * nb;
+        auto w = RandomRow(rng, t, n);
+        auto x = RandomFloats(rng, n, nb % 2 ? 1.f : 100.f);
+        auto xq = ToPartner(t, x.data(), n);
+        const float want = scalar.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+        const float got = tab.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "nb=" << nb << " got " << got << " want " << want;
+      }
+    }
+  }
+}
+
+// The VNNI tables run the K-quant bodies of the table they extend with a fused MAC: the same
+// integers and float operations, so the same bits (avx2vnni = avx2, avx512vnni = avx512).
+TEST(Dot, VnniTablesGiveTheirBaseTablesBits) {
+  std::mt19937 rng(15);
+  int tested = 0;
+  for (auto [vnni, base] :
+       {std::pair{Isa::kAvx2Vnni, Isa::kAvx2}, std::pair{Isa::kAvx512Vnni, Isa::kAvx512}}) {
+    if (!IsaSupported(vnni) || !IsaSupported(base)) continue;
+    ++tested;
+    const auto& tv = internal::TableFor(vnni);
+    const auto& tb = internal::TableFor(base);
+    for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0}) {
+      SCOPED_TRACE(std::string(IsaName(vnni)) + " " + DTypeName(t));
+      for (int rep = 0; rep < 20; ++rep) {
+        const int64_t n = RandomLength(rng, t);
+        auto w = RandomRow(rng, t, n);
+        auto x = RandomFloats(rng, n, rep % 2 ? 1.f : 100.f);
+        auto xq = ToPartner(t, x.data(), n);
+        const float a = tv.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+        const float b = tb.dot[static_cast<int>(t)](w.data(), xq.data(), n);
+        ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << "n=" << n;
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "this CPU has no VNNI table beside its base";
 }
 
 TEST(Dot, F32HelpersMatchRef) {

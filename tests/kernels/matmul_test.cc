@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -109,6 +110,34 @@ TEST(MatMul, LargeBatchUsesTilesConsistently) {
   for (int64_t tk : {0, 8, 9, 18}) {
     const auto alone = RunMatMul(p, tk, 1, nullptr);
     ASSERT_EQ(0, std::memcmp(alone.data(), all.data() + tk * p.n_out, p.n_out * 4)) << tk;
+  }
+}
+
+// A layout choice must not change results: on every table the in-place q4_0 / q8_0 MatMul
+// (--no-repack) gives the repacked MatMul's bits, for one token and for a batch, with a row
+// count that leaves a partial packed group and block counts off the eight-block batches.
+TEST(MatMul, InPlaceEqualsRepackedBitExact) {
+  testing::ScopedIsa isa_guard;
+  std::mt19937 rng(23);
+  ThreadPool pool(2);
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+      for (int64_t n_in : {32 * 9, 32 * 64}) {
+        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t) + " n_in=" + std::to_string(n_in));
+        Problem p = MakeProblem(rng, t, 21, n_in, 6);
+        std::vector<uint8_t> packed(PackedBytes(t, p.n_out, n_in));
+        PackWeights(t, p.w.data(), p.n_out, n_in, packed.data(), nullptr);
+        for (int64_t n_tok : {1, 6}) {
+          const auto in_place = RunMatMul(p, 0, n_tok, &pool);
+          std::vector<float> repacked(in_place.size());
+          MatMulPacked(packed.data(), t, p.n_out, n_in, p.x.data(), n_tok, repacked.data(), &pool);
+          for (size_t i = 0; i < in_place.size(); ++i)
+            ASSERT_EQ(std::memcmp(&in_place[i], &repacked[i], 4), 0)
+                << "n_tok=" << n_tok << " out " << i << ": " << in_place[i] << " vs " << repacked[i];
+        }
+      }
+    }
   }
 }
 

@@ -1,4 +1,6 @@
-// Small AVX2 helpers shared by the files in kernels/avx2/ (only included by them: ISA flags).
+// Small AVX2 helpers shared by the files in kernels/avx2/ and the ISA folders that build on it
+// (only included by those: ISA flags). Internal linkage: a copy compiled with AVX-512 flags
+// must never be the one the linker hands to the avx2 table.
 #pragma once
 
 #include <immintrin.h>
@@ -10,6 +12,7 @@
 #include "kernels/with_tokens.h"
 
 namespace ferry::kernels::avx2 {
+namespace {
 
 // GCC re-associates a fully unrolled chain of integer adds into a tree, which needs more
 // registers than AVX2 has and spills every partial sum; an empty asm on the accumulator keeps
@@ -84,4 +87,5 @@ inline __m256i MulSumU8I8(__m256i ux, __m256i sy) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), _mm256_set1_epi16(1));
 }
 
+}  // namespace
 }  // namespace ferry::kernels::avx2

@@ -9,6 +9,8 @@
 #include "core/fp16.h"
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/avx2_util.h"
+#include "kernels/avx2/dot_chain_256.h"
+#include "kernels/avx2/kquant_256.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant_blocks.h"
 
@@ -132,14 +134,16 @@ inline __m256i LoadQ(const int8_t* qs) {
 
 }  // namespace
 
+namespace {
+struct MaddSums {
+  static __m256i DotI8(__m256i x, __m256i y) { return MulSumI8(x, y); }
+  static __m256i DotU8(__m256i u, __m256i y) { return MulSumU8I8(u, y); }
+};
+using Chain = ChainDots256<MaddSums>;
+}  // namespace
+
 float DotQ4_0(const void* w, const void* x, int64_t n) {
-  const int64_t nb = n / 32;
-  const __m256i off = _mm256_set1_epi8(8);
-  return DotBlocks32(static_cast<const block_q4_0*>(w), static_cast<const block_q8_0*>(x),
-                     internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
-                     [&](const block_q4_0& wb, const block_q8_0& xb) {
-                       return MulSumI8(_mm256_sub_epi8(NibblesToBytes(wb.qs), off), LoadQ(xb.qs));
-                     });
+  return Chain::Q4_0(w, x, n);
 }
 
 float DotQ4_1(const void* w, const void* x, int64_t n) {
@@ -182,202 +186,36 @@ float DotQ5_1(const void* w, const void* x, int64_t n) {
 }
 
 float DotQ8_0(const void* w, const void* x, int64_t n) {
-  const int64_t nb = n / 32;
-  return DotBlocks32(
-      static_cast<const block_q8_0*>(w), static_cast<const block_q8_0*>(x),
-      internal::ActScales(x, nb, sizeof(block_q8_0)), nb,
-      [&](const block_q8_0& wb, const block_q8_0& xb) { return MulSumI8(LoadQ(wb.qs), LoadQ(xb.qs)); });
+  return Chain::Q8_0(w, x, n);
 }
 
 namespace {
-
-// Shuffle masks selecting scale pair k (int16 lanes) of a q4_K/q5_K block: 2*k and 2*k+1 as a
-// broadcast of bytes (2k, 2k+1) across the register.
-inline __m256i ScaleShuffleK4(int k) {
-  const char lo = static_cast<char>(2 * k), hi = static_cast<char>(2 * k + 1);
-  return _mm256_set_epi8(hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi,
-                         lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo);
-}
-
-// Unpacks q4_K/q5_K's 12 scale bytes into utmp[0..1] = 8 scales, utmp[2..3] = 8 mins.
-inline void UnpackK4Scales(const uint8_t* scales, uint32_t utmp[4]) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  std::memcpy(utmp, scales, 12);
-  utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-  const uint32_t uaux = utmp[1] & kmask1;
-  utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-  utmp[2] = uaux;
-  utmp[0] &= kmask1;
-}
-
-// Mins contribution: returns int32 lanes min[j] * (bsum[2j] + bsum[2j+1]) (4 lanes of pairs).
-inline __m128i MinsTimesBsums(__m256i mins_and_scales, const int16_t* bsums) {
-  const __m256i q8sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
-  const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
-  return _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
-}
-
-// q4_K / q5_K against NT q8_K rows: the weight side of a block (scale unpacking, nibble masks,
-// q5_K's fifth bit) is done once for all NT tokens. Each token runs exactly the instruction
-// sequence of NT = 1, so DotQ4_K (NT = 1) and DotTileQ4_K give the same bits for a token
-// whatever its tile.
-template <int NT, typename Block>
-void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
-  constexpr bool kQ5 = std::is_same_v<Block, block_q5_K>;  // q5_K: a fifth bit from qh
-  const auto* a = static_cast<const Block*>(w);
-  const block_q8_K* b[NT];
-  for (int t = 0; t < NT; ++t) b[t] = static_cast<const block_q8_K*>(x[t]);
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc[NT];
-  __m128 acc_m[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm256_setzero_ps();
-    acc_m[t] = _mm_setzero_ps();
+// The MAC of the shared K-quant bodies: vpmaddwd, then vpaddd.
+struct MaddOps {
+  static __m256i MaddAcc(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
   }
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float wd = H(a[i].d), wdmin = H(a[i].dmin);
-    uint32_t utmp[4];
-    UnpackK4Scales(a[i].scales, utmp);
-    const __m256i mins_and_scales =
-        _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]),
-                                           static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
-    float d[NT];
-    for (int t = 0; t < NT; ++t) {
-      d[t] = b[t][i].d * wd;
-      const float dmin = -b[t][i].d * wdmin;
-      acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin),
-                              _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[t][i].bsums)), acc_m[t]);
-    }
-    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
-    const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
-    const uint8_t* q4 = a[i].qs;
-    __m256i hbits = _mm256_setzero_si256();
-    if constexpr (kQ5) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh));
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const __m256i scale_l = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j));
-      const __m256i scale_h = _mm256_shuffle_epi8(scales, ScaleShuffleK4(2 * j + 1));
-      const __m256i q4bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j));
-      __m256i q4l = _mm256_and_si256(q4bits, m4);
-      __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      if constexpr (kQ5) {  // bit 2j of qh goes with the low nibbles, bit 2j + 1 with the high
-        const auto high = [&](int bit) {
-          const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << bit));
-          return _mm256_slli_epi16(_mm256_srli_epi16(_mm256_and_si256(hbits, mask), bit), 4);
-        };
-        q4l = _mm256_add_epi8(q4l, high(2 * j));
-        q4h = _mm256_add_epi8(q4h, high(2 * j + 1));
-      }
-      for (int t = 0; t < NT; ++t) {
-        const int8_t* q8 = b[t][i].qs + 64 * j;
-        const __m256i q8l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
-        const __m256i q8h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32));
-        const __m256i pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
-        const __m256i ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
-        if constexpr (NT > 1) KeepInRegister(sumi[t]);  // NT = 1 fits without it
-      }
-    }
-    for (int t = 0; t < NT; ++t)
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-  }
-  for (int t = 0; t < NT; ++t) {
-    __m128 m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    out[t] = HsumF32x8(acc[t]) + _mm_cvtss_f32(m);
-  }
-}
-}  // namespace
-
-namespace {
-
-// q6_K against NT q8_K rows, the weight side (bit planes, scales) once for all of them; the
-// same per-token sequence as NT = 1 (see DotK4Rows).
-template <int NT>
-void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
-  const auto* a = static_cast<const block_q6_K*>(w);
-  const block_q8_K* bk[NT];
-  for (int t = 0; t < NT; ++t) bk[t] = static_cast<const block_q8_K*>(x[t]);
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m2 = _mm256_set1_epi8(3);
-  const __m256i m32s = _mm256_set1_epi8(32);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float wd = H(a[i].d);
-    const uint8_t* q4 = a[i].ql;
-    const uint8_t* qh = a[i].qh;
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 2; ++j) {
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * j));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
-      const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
-      const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 64 * j));
-      const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 64 * j + 32));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(b1, m4), h0),
-          _mm256_or_si256(_mm256_and_si256(b2, m4), h1),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), h2),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), h3),
-      };
-      for (int k = 0; k < 4; ++k) {
-        // Scales of groups 8j+2k and 8j+2k+1, each broadcast over 8 int16 lanes.
-        const int g = 8 * j + 2 * k;
-        const __m256i sc = _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(a[i].scales[g])),
-                                             _mm_set1_epi16(static_cast<int16_t>(a[i].scales[g + 1])));
-        for (int t = 0; t < NT; ++t) {
-          const __m256i q8v =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bk[t][i].qs + 128 * j + 32 * k));
-          const __m256i p16 =
-              _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8v), _mm256_maddubs_epi16(m32s, q8v));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, p16));
-          if constexpr (NT > 1) KeepInRegister(sumi[t]);  // NT = 1 fits without it
-        }
-      }
-    }
-    for (int t = 0; t < NT; ++t) {
-      const float d = bk[t][i].d * wd;
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = HsumF32x8(acc[t]);
-}
-
+};
+using KDots = KQuantDots256<MaddOps>;
 }  // namespace
 
 float DotQ4_K(const void* w, const void* x, int64_t n) {
-  float out;
-  DotK4Rows<1, block_q4_K>(w, &x, n, &out);
-  return out;
+  return KDots::Q4_K(w, x, n);
 }
-
 float DotQ5_K(const void* w, const void* x, int64_t n) {
-  float out;
-  DotK4Rows<1, block_q5_K>(w, &x, n, &out);
-  return out;
+  return KDots::Q5_K(w, x, n);
 }
-
 float DotQ6_K(const void* w, const void* x, int64_t n) {
-  float out;
-  DotQ6_KRows<1>(w, &x, n, &out);
-  return out;
+  return KDots::Q6_K(w, x, n);
 }
-
 void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  static_assert(internal::kMaxDotTile == 4, "WithTokens instantiates 1..4 tokens");
-  WithTokens(nt, [=](auto k) { DotK4Rows<decltype(k)::value, block_q4_K>(w, x, n, out); });
+  KDots::TileQ4_K(w, x, nt, n, out);
 }
-
 void DotTileQ5_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  WithTokens(nt, [=](auto k) { DotK4Rows<decltype(k)::value, block_q5_K>(w, x, n, out); });
+  KDots::TileQ5_K(w, x, nt, n, out);
 }
-
 void DotTileQ6_K(const void* w, const void* const* x, int nt, int64_t n, float* out) {
-  WithTokens(nt, [=](auto k) { DotQ6_KRows<decltype(k)::value>(w, x, n, out); });
+  KDots::TileQ6_K(w, x, nt, n, out);
 }
 
 }  // namespace ferry::kernels::avx2

@@ -21,5 +21,8 @@ void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const 
 // W8A8 int8 x int8 dots, same contracts as ref::DotI8 / ref::DotI8x4.
 int32_t DotI8(const int8_t* w, const int8_t* x, int64_t n);
 void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
+// In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
+// table computes natively.
+void FillKQuantDots(internal::KernelTable& t);
 
 }  // namespace ferry::kernels::avx2vnni

@@ -8,6 +8,8 @@ void Fill(internal::KernelTable& t) {
   t.packed_tile = PackedTile;
   t.dot_i8 = DotI8;
   t.dot_i8x4 = DotI8x4;
+  // in-place dots
+  FillKQuantDots(t);
 }
 
 }  // namespace ferry::kernels::avx2vnni

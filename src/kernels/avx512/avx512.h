@@ -13,6 +13,10 @@ namespace ferry::kernels::avx512 {
 // Built without ISA flags: it only takes addresses.
 void Fill(internal::KernelTable& t);
 
+// In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
+// table computes natively.
+void FillKQuantDots(internal::KernelTable& t);
+
 // Bandwidth-probe sum, same contract as ref::ReadSum; x must be 64-byte aligned.
 double ReadSum(const float* x, int64_t n);
 

@@ -10,6 +10,8 @@ void Fill(internal::KernelTable& t) {
   t.dot_i8 = DotI8;
   t.dot_i8x4 = DotI8x4;
   t.read_sum = ReadSum;
+  // in-place dots
+  FillKQuantDots(t);
 }
 
 }  // namespace ferry::kernels::avx512

@@ -1,7 +1,7 @@
 // Scalar dot products of a weight row with its partner activation row (llama.cpp pairing:
 // q4_0/q5_0/q8_0 x q8_0, q4_1/q5_1 x q8_1, k-quants x q8_K, f16 x f16, bf16 x bf16).
 // Block-internal sums are exact integers; the float accumulation is in double (truth), except
-// q4_0 / q8_0, which follow the packed path's float order (see DotQ4_0).
+// q4_0 / q8_0, which follow the packed kernels' float order (below).
 #include <cmath>
 #include <cstring>
 
@@ -101,15 +101,15 @@ float DotBf16(const void* w, const void* x, int64_t n) {
   return static_cast<float>(s);
 }
 
-// q4_0 / q8_0 sum in the packed path's order (ref::PackedTile): per block an exact int32 sum,
-// then acc = fma(d_w * d_x, float(isum), acc) block by block into one float, so the in-place and
-// repacked paths give the same bits (a layout choice must not change results).
+// q4_0 and q8_0 follow ref::PackedTile's order exactly (an exact int32 sum per block, then
+// acc = fma(d_w * d_x, float(isum), acc) into one float), so an in-place MatMul gives the bits
+// of the repacked one.
 float DotQ4_0(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q4_0*>(w);
   const auto* b = static_cast<const block_q8_0*>(x);
   float acc = 0.f;
   for (int64_t i = 0; i < n / 32; ++i) {
-    int sumi = 0;
+    int32_t sumi = 0;
     for (int j = 0; j < 16; ++j) {
       sumi += ((a[i].qs[j] & 0x0F) - 8) * b[i].qs[j];
       sumi += ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
@@ -173,9 +173,9 @@ float DotQ5_1(const void* w, const void* x, int64_t n) {
 float DotQ8_0(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q8_0*>(w);
   const auto* b = static_cast<const block_q8_0*>(x);
-  float acc = 0.f;  // the packed order, as DotQ4_0
+  float acc = 0.f;
   for (int64_t i = 0; i < n / 32; ++i) {
-    int sumi = 0;
+    int32_t sumi = 0;
     for (int j = 0; j < 32; ++j) sumi += a[i].qs[j] * b[i].qs[j];
     acc = std::fma(H(a[i].d) * H(b[i].d), static_cast<float>(sumi), acc);
   }
@@ -246,12 +246,8 @@ float DotK4Family(const void* w, const void* x, int64_t n) {
 }
 }  // namespace
 
-float DotQ4_K(const void* w, const void* x, int64_t n) {
-  return DotK4Family<block_q4_K, DecodeQ4K>(w, x, n);
-}
-float DotQ5_K(const void* w, const void* x, int64_t n) {
-  return DotK4Family<block_q5_K, DecodeQ5K>(w, x, n);
-}
+float DotQ4_K(const void* w, const void* x, int64_t n) { return DotK4Family<block_q4_K, DecodeQ4K>(w, x, n); }
+float DotQ5_K(const void* w, const void* x, int64_t n) { return DotK4Family<block_q5_K, DecodeQ5K>(w, x, n); }
 
 float DotQ6_K(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q6_K*>(w);
