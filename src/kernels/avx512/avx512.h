@@ -13,6 +13,10 @@ namespace ferry::kernels::avx512 {
 // Built without ISA flags: it only takes addresses.
 void Fill(internal::KernelTable& t);
 
+// attention: the score and P.V micro-kernels of every KV type (attention_avx512.cc); the
+// softmax step stays AVX2's. Defined in an ISA-flagged file, called only by Fill.
+void FillAttention(internal::KernelTable& t);
+
 // Bandwidth-probe sum, same contract as ref::ReadSum; x must be 64-byte aligned.
 double ReadSum(const float* x, int64_t n);
 

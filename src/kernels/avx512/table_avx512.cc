@@ -5,6 +5,8 @@ namespace ferry::kernels::avx512 {
 
 void Fill(internal::KernelTable& t) {
   t.read_sum = ReadSum;
+  // attention
+  FillAttention(t);
 }
 
 }  // namespace ferry::kernels::avx512
