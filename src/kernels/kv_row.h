@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/fp16.h"
@@ -55,6 +56,21 @@ inline float KvValue(const uint8_t* row, int d) {
     const int q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
     return Fp16ToFp32(h) * static_cast<float>(q - 8);
   }
+}
+
+// Register blocking of the attention micro-kernels: calls f(std::integral_constant<int, NR>{}, r)
+// for rows [r, r + NR) covering [0, n): blocks of kMax rows, then one block of the 1..kMax-1
+// left. Callers pass lambdas capturing by value (kernels/avx2/avx2_util.h WithTokens: that keeps
+// GCC's accumulators in registers).
+template <int kMax, typename F>
+inline void ForRowBlocks(int n, F&& f) {
+  int r = 0;
+  for (; r + kMax <= n; r += kMax) f(std::integral_constant<int, kMax>{}, r);
+  const int left = n - r;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((left == I + 1 ? f(std::integral_constant<int, I + 1>{}, r) : void()), ...);
+  }
+  (std::make_integer_sequence<int, kMax - 1>{});
 }
 
 // Calls f(std::integral_constant<DType, T>{}) for the runtime KV type t (IsKvType(t)).

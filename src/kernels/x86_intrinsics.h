@@ -6,5 +6,6 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // the same operands in _mm512_cvtph_ps
 #include <immintrin.h>
 #pragma GCC diagnostic pop

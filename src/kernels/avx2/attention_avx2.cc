@@ -194,13 +194,9 @@ void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k
     const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
     const uint8_t* kr[4];
     for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
-    int r = 0;
-    for (; r + 3 <= n_rows; r += 3)
-      ScoresBlock<T, 3>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    if (n_rows - r == 2)
-      ScoresBlock<T, 2>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    if (n_rows - r == 1)
-      ScoresBlock<T, 1>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    ForRowBlocks<3>(n_rows, [=](auto nr, int r) {
+      ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    });
   }
 }
 
@@ -208,23 +204,9 @@ template <DType T>
 void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_stride, int n_keys,
             int head_dim, float* const* acc) {
   const uint8_t* v = static_cast<const uint8_t*>(v_void);
-  int r = 0;
-  for (; r + 4 <= n_rows; r += 4)
-    PvRows<T, 4>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-  const float* pr = p + static_cast<int64_t>(r) * ld_p;
-  switch (n_rows - r) {
-    case 3:
-      PvRows<T, 3>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    case 2:
-      PvRows<T, 2>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    case 1:
-      PvRows<T, 1>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    default:
-      break;
-  }
+  ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+    PvRows<T, decltype(nr)::value>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+  });
 }
 
 }  // namespace

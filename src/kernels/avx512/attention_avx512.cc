@@ -5,16 +5,11 @@
 // Every (row, key) score and every (row, dim) output runs the same instruction sequence
 // whatever block it falls in: blocks only decide which rows share a load, so a row's bits
 // never depend on n_rows (batch invariance).
-// GCC 12's AVX-512 headers pass _mm512_undefined_*() operands and then warn about them (GCC
-// PR 105593, fixed in GCC 13): that one false positive is silenced for this file.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/avx512/avx512.h"
+#include "kernels/avx512/avx512_util.h"
 #include "kernels/kv_row.h"
 
 namespace ferry::kernels::avx512 {
@@ -115,23 +110,9 @@ void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k
     const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
     const uint8_t* kr[4];
     for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
-    int r = 0;
-    for (; r + 4 <= n_rows; r += 4)
-      ScoresBlock<T, 4>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    float* sr = s + static_cast<int64_t>(r) * ld_s + j0;
-    switch (n_rows - r) {
-      case 3:
-        ScoresBlock<T, 3>(q + r, kr, nk, head_dim, scale, sr, ld_s);
-        break;
-      case 2:
-        ScoresBlock<T, 2>(q + r, kr, nk, head_dim, scale, sr, ld_s);
-        break;
-      case 1:
-        ScoresBlock<T, 1>(q + r, kr, nk, head_dim, scale, sr, ld_s);
-        break;
-      default:
-        break;
-    }
+    ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+      ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    });
   }
 }
 
@@ -184,23 +165,9 @@ template <DType T>
 void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_stride, int n_keys,
             int head_dim, float* const* acc) {
   const uint8_t* v = static_cast<const uint8_t*>(v_void);
-  int r = 0;
-  for (; r + 4 <= n_rows; r += 4)
-    PvRows<T, 4>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-  const float* pr = p + static_cast<int64_t>(r) * ld_p;
-  switch (n_rows - r) {
-    case 3:
-      PvRows<T, 3>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    case 2:
-      PvRows<T, 2>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    case 1:
-      PvRows<T, 1>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    default:
-      break;
-  }
+  ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+    PvRows<T, decltype(nr)::value>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+  });
 }
 
 }  // namespace
