@@ -35,14 +35,14 @@ double Score(double cum, size_t length, float length_penalty) {
 class BeamKv {
  public:
   static StatusOr<std::unique_ptr<BeamKv>> Create(const ModelConfig& c, int32_t width, int32_t max_len,
-                                                  int32_t block_size) {
+                                                  int32_t block_size, const KvCacheTypes& types) {
     auto kv = std::unique_ptr<BeamKv>(new BeamKv);
     const int32_t per_seq = (max_len + block_size - 1) / block_size;
     // Worst case: every beam private, plus one block of copy-on-write headroom each.
     const int32_t num_blocks = width * (per_seq + 1);
-    FERRY_ASSIGN_OR_RETURN(
-        PagedKvCache cache,
-        PagedKvCache::Create(c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, width, max_len));
+    FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
+                           PagedKvCache::Create(c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim,
+                                                width, max_len, types));
     kv->cache = std::make_unique<PagedKvCache>(std::move(cache));
     kv->mgr = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{num_blocks, block_size, false});
     return kv;
@@ -74,7 +74,8 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
     return OutOfRangeError("prompt ({} tokens) + max_tokens ({}) exceeds the model's context of {}", P,
                            o.max_tokens, cfg.n_ctx_train);
   const int32_t n_vocab = cfg.n_vocab;
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<BeamKv> kv, BeamKv::Create(cfg, W, max_len, o.block_size));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<BeamKv> kv,
+                         BeamKv::Create(cfg, W, max_len, o.block_size, o.kv_types));
 
   BeamSearchStats stats;
   stats.unshared_blocks = W * kv->mgr->BlocksFor(max_len);

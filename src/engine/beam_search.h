@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "core/thread_pool.h"
+#include "model/kv_storage.h"
 #include "model/model.h"
 
 namespace ferry {
@@ -31,6 +32,7 @@ struct BeamSearchOptions {
   float length_penalty = 1.0f;      // score = cum_logprob / length^length_penalty
   std::vector<int32_t> end_tokens;  // tokens that finish a hypothesis (eos, eot, ...)
   int32_t block_size = 16;          // KV tokens per block
+  KvCacheTypes kv_types;            // K/V storage types
 };
 
 struct BeamHypothesis {

@@ -22,6 +22,7 @@ int RunSpeculative(LoadedModel& lm, const std::vector<int32_t>& prompt, const Ge
   const int32_t n_ctx = EffectiveContext(lm.config(), gen.n_ctx);
   EngineConfig ec;
   ec.threads = threads;
+  ec.kv_types = gen.kv_types;
   ec.scheduler.max_seq_len = n_ctx;
   ec.scheduler.max_num_seqs = 1;
   ec.scheduler.max_batch_tokens = std::max(gen.n_batch, sc.num_tokens + 1);
@@ -109,6 +110,9 @@ Runner AddRunCommand(CLI::App& app) {
   o->spec.Add(cmd);
 
   return [o]() -> int {
+    auto kv_types = o->model.kv_cache.ToTypes();
+    if (!kv_types.ok()) return Fail(kv_types.status());
+    o->gen.kv_types = o->beam.kv_types = *kv_types;
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     ThreadPool pool(o->model.threads);
@@ -137,7 +141,8 @@ Runner AddRunCommand(CLI::App& app) {
         "threads %d\n",
         st.prompt_tokens, st.generated_tokens, st.finish_reason.c_str(), st.ttft_s * 1e3,
         st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, decode_tps, pool.size());
-    if (std::string sp = SparsityReport(*lm->model); !sp.empty()) std::fprintf(stderr, "ferry: %s\n", sp.c_str());
+    if (std::string sp = SparsityReport(*lm->model); !sp.empty())
+      std::fprintf(stderr, "ferry: %s\n", sp.c_str());
     return 0;
   };
 }

@@ -16,6 +16,9 @@ void Fill(internal::KernelTable& t);
 // In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
 // table computes natively.
 void FillKQuantDots(internal::KernelTable& t);
+// attention: the score and P.V micro-kernels of every KV type (attention_avx512.cc); the
+// softmax step stays AVX2's. Defined in an ISA-flagged file, called only by Fill.
+void FillAttention(internal::KernelTable& t);
 
 // Bandwidth-probe sum, same contract as ref::ReadSum; x must be 64-byte aligned.
 double ReadSum(const float* x, int64_t n);

@@ -12,6 +12,8 @@ void Fill(internal::KernelTable& t) {
   t.read_sum = ReadSum;
   // in-place dots
   FillKQuantDots(t);
+  // attention
+  FillAttention(t);
 }
 
 }  // namespace ferry::kernels::avx512
