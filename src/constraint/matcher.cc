@@ -5,20 +5,14 @@
 namespace ferry::constraint {
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar)
-    : grammar_(std::move(grammar)), machine_(std::make_unique<StackMachine>(&grammar_->program())) {
-  states_.push_back(machine_->Start());
+    : grammar_(std::move(grammar)), machine_(&grammar_->program()) {
+  states_.push_back(machine_.Start());
   terminated_.push_back(false);
 }
 
-Matcher::Matcher(const Matcher& other)
-    : grammar_(other.grammar_),
-      machine_(std::make_unique<StackMachine>(*other.machine_)),
-      states_(other.states_),
-      terminated_(other.terminated_) {}
-
 int32_t Matcher::AdvanceBytes(int32_t state, std::string_view bytes) {
   for (char c : bytes) {
-    state = machine_->Advance(state, static_cast<uint8_t>(c));
+    state = machine_.Advance(state, static_cast<uint8_t>(c));
     if (state == StackMachine::kDead) break;
   }
   return state;
@@ -58,7 +52,7 @@ void Matcher::Rollback(int32_t n) {
 }
 
 bool Matcher::CanEnd() const {
-  return !terminated() && machine_->Accepts(states_.back());
+  return !terminated() && machine_.Accepts(states_.back());
 }
 
 void Matcher::AddStack(int32_t stack, std::span<uint64_t> mask) {
@@ -67,7 +61,7 @@ void Matcher::AddStack(int32_t stack, std::span<uint64_t> mask) {
   key_.clear();
   int32_t below = stack;
   while (below != StackMachine::kAccept) {
-    const StackMachine::Node& n = machine_->node(below);
+    const StackMachine::Node& n = machine_.node(below);
     key_.push_back(n.pos);
     below = n.parent;
     if (!p.rules[static_cast<size_t>(p.positions[static_cast<size_t>(n.pos)].owner)].helper) break;
@@ -77,14 +71,14 @@ void Matcher::AddStack(int32_t stack, std::span<uint64_t> mask) {
   if (ctx.uncertain.empty()) return;
   // Suffixes that left the key continue on the real stack below it.
   std::vector<int32_t> state_at(static_cast<size_t>(ctx.uncertain.max_depth()) + 1);
-  state_at[0] = machine_->MakeState(std::span<const int32_t>(&below, 1));
+  state_at[0] = machine_.MakeState(std::span<const int32_t>(&below, 1));
   if (state_at[0] == StackMachine::kDead) return;
   const auto& nodes = ctx.uncertain.nodes();
   const auto& ids = ctx.uncertain.ids();
   int32_t n = static_cast<int32_t>(nodes.size());
   for (int32_t i = 0; i < n;) {
     const TokenTrie::Node& tn = nodes[static_cast<size_t>(i)];
-    int32_t s = machine_->Advance(state_at[static_cast<size_t>(tn.depth - 1)], tn.byte);
+    int32_t s = machine_.Advance(state_at[static_cast<size_t>(tn.depth - 1)], tn.byte);
     if (s == StackMachine::kDead) {
       i = tn.end;
       continue;
@@ -104,7 +98,7 @@ void Matcher::FillMask(std::span<uint64_t> mask) {
   if (terminated()) return;
   int32_t state = states_.back();
   if (state == StackMachine::kDead) return;
-  const std::vector<int32_t> stacks = machine_->Stacks(state);  // copy: AddStack adds states
+  const std::vector<int32_t> stacks = machine_.Stacks(state);  // copy: AddStack adds states
   for (int32_t stack : stacks) {
     if (stack == StackMachine::kAccept) {
       for (int32_t t : grammar_->vocab().end_tokens())

@@ -17,8 +17,6 @@ namespace ferry::constraint {
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
-  Matcher(const Matcher& other);
-  Matcher& operator=(const Matcher&) = delete;
 
   // Advances over the token if the grammar allows it (an end token: where the grammar may
   // end, which terminates the matcher); false leaves the state unchanged.
@@ -42,7 +40,7 @@ class Matcher {
   void AddStack(int32_t stack, std::span<uint64_t> mask);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
-  std::unique_ptr<StackMachine> machine_;
+  StackMachine machine_;          // this sequence's own stacks and transitions (points into grammar_)
   std::vector<int32_t> states_;   // [num_tokens + 1] the state after each accepted token
   std::vector<bool> terminated_;  // [num_tokens + 1]
   std::vector<int32_t> key_;      // scratch
