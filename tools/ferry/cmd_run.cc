@@ -79,7 +79,7 @@ Runner AddRunCommand(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   o->beam.beam_width = 0;  // off unless --beam-width
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
-  o->model.Add(cmd);
+  o->model.Add(cmd, /*with_threads=*/true, /*default_model=*/true);
   SamplingParams& s = o->gen.sampling;
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->required();
   cmd->add_option("-n,--n-predict", o->gen.n_predict, "tokens to generate (-1: until end of text)")
@@ -109,6 +109,7 @@ Runner AddRunCommand(CLI::App& app) {
   o->spec.Add(cmd);
 
   return [o]() -> int {
+    o->model.model = o->model.ModelOrDefault();
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     ThreadPool pool(o->model.threads);

@@ -3,11 +3,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
 #include <functional>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "core/thread_pool.h"
@@ -62,7 +61,10 @@ struct ModelFlags {
   int threads = 0;
   bool no_repack = false;
   SparsityFlags sparsity;  // added with the compute options (with_threads)
-  void Add(CLI::App* cmd, bool with_threads = true);
+  // default_model: -m is optional and ModelOrDefault() falls back to the bundled model.
+  void Add(CLI::App* cmd, bool with_threads = true, bool default_model = false);
+  // `model`, or the bundled stories260K (models/stories260K/, said so on stderr) when empty.
+  std::string ModelOrDefault() const;
   LoadOptions ToLoadOptions() const {
     LoadOptions o;
     o.tokenizer_path = tokenizer;
