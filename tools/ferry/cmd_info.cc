@@ -67,6 +67,10 @@ Runner AddInfoCommand(CLI::App& app) {
       std::printf("model:          none (vocabulary only)\n");
     } else {
       std::printf("model:          not runnable: %s\n", cfg.status().message().c_str());
+      // Building the model (weights in place, nothing repacked) checks every tensor `ferry run`
+      // needs: a missing or zero-sized one makes the file not runnable.
+      if (auto model = CreateModel(src, ModelOptions{/*repack_weights=*/false}); !model.ok())
+        std::printf("model:          not runnable: %s\n", model.status().message().c_str());
     }
     auto tok = Tokenizer::FromMetadata(md);
     if (tok.ok()) {
