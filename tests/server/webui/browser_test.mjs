@@ -42,7 +42,7 @@ const browser = spawn(chromium, ['--headless', '--no-sandbox', '--disable-gpu', 
                                  '--window-size=1000,700', 'about:blank'],
                       { stdio: ['ignore', 'ignore', 'pipe'] });
 procs.push(browser);
-process.on('exit', () => rmSync(profile, { recursive: true, force: true }));
+process.on('exit', () => { try { rmSync(profile, { recursive: true, force: true, maxRetries: 3 }); } catch {} });
 const devtools = (await waitFor(browser, /DevTools listening on (ws:\/\/\S+)/, 'chromium'))[1];
 
 // The page target's WebSocket, from the browser's HTTP endpoint.
@@ -90,7 +90,7 @@ await evaluate(`localStorage.clear(); document.getElementById('clear').click(); 
 // Type a message as a user would: focus the input, insert text, press Enter.
 await evaluate(`document.getElementById('input').focus(); true`);
 await send('Input.insertText', { text: 'Once upon a time' });
-await send('Input.dispatchKeyEvent', { type: 'keyDown', key: 'Enter', code: 'Enter', windowsVirtualKeyCode: 13 });
+await send('Input.dispatchKeyEvent', { type: 'keyDown', key: 'Enter', code: 'Enter', text: '\r', windowsVirtualKeyCode: 13 });
 await send('Input.dispatchKeyEvent', { type: 'keyUp', key: 'Enter', code: 'Enter', windowsVirtualKeyCode: 13 });
 
 // The reply streams: the assistant bubble is seen with several different lengths before the
