@@ -30,6 +30,13 @@ struct RequestOptions {
   int32_t spec_tokens = -1;
   // >= 0: report each sampled token's log-probability (raw logits) and this many top alternatives.
   int32_t logprobs = -1;
+  // Tokens that finish the branch like end-of-generation (not emitted), also with ignore_eos.
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;  // a matched stop string ends the text instead of being cut
+  // false: special (control) tokens are written into the text, and with
+  // spaces_between_special_tokens separated from their neighbours by a space (transformers').
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };

@@ -71,7 +71,10 @@ struct ModelFlags {
   bool no_repack = false;
   SparsityFlags sparsity;  // added with the compute options (with_threads)
   KvCacheFlags kv_cache;   // the same
-  void Add(CLI::App* cmd, bool with_threads = true);
+  // default_model: -m is optional and ModelOrDefault() falls back to the bundled model.
+  void Add(CLI::App* cmd, bool with_threads = true, bool default_model = false);
+  // `model`, or the bundled stories260K (models/stories260K/, said so on stderr) when empty.
+  std::string ModelOrDefault() const;
   LoadOptions ToLoadOptions() const {
     LoadOptions o;
     o.tokenizer_path = tokenizer;
