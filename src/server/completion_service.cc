@@ -39,8 +39,17 @@ Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
                              std::vector<std::vector<int32_t>> prompts) {
   std::vector<RequestOptions> options;
   const bool best_of = gen.best_of > gen.options.n;
+  std::shared_ptr<const constraint::CompiledGrammar> grammar;
+  if (gen.constraint) {
+    if (!ctx_.grammars) return Reply::Error(BadRequest("structured output needs the model's tokenizer"));
+    auto compiled = ctx_.grammars->Get(*gen.constraint);
+    if (!compiled.ok())
+      return Reply::Error(BadRequest("Invalid structured output constraint: " + compiled.status().message()));
+    grammar = *compiled;
+  }
   for (const std::vector<int32_t>& p : prompts) {
     RequestOptions o = gen.options;
+    o.sampling.constraint = grammar;
     if (best_of) {  // every candidate, ranked by its token logprobs at the end
       o.n = gen.best_of;
       o.logprobs = std::max(o.logprobs, 0);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "engine/constraint_vocab.h"
 #include "server/completion_service.h"
 
 namespace ferry::server {
@@ -119,6 +120,11 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
   ctx.engine = engine.get();
   ctx.chat = chat.get();
   ctx.limits.max_n = config.engine.scheduler.max_num_seqs;
+  std::unique_ptr<constraint::GrammarCache> grammars;
+  if (tok) {
+    grammars = std::make_unique<constraint::GrammarCache>(ConstraintVocabulary(*tok));
+    ctx.grammars = grammars.get();
+  }
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   CompletionService service(ctx);
 

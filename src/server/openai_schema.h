@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "constraint/constraint.h"
 #include "engine/request.h"
 #include "server/api_error.h"
 
@@ -32,6 +33,8 @@ struct GenerationRequest {
   // Completions' best_of: candidates per prompt, of which the n with the highest mean token
   // log-probability are returned (0: n). Not streamable.
   int32_t best_of = 0;
+  // Structured output (structured_output_request.h); compiled when the request is run.
+  std::optional<constraint::ConstraintSpec> constraint;
 };
 
 struct CompletionRequest {
