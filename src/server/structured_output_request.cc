@@ -93,6 +93,20 @@ std::optional<ApiError> ResponseFormat(const json& v, std::optional<constraint::
   return std::nullopt;
 }
 
+// One constraint value of the given kind (a schema, a regex, choices or GBNF text).
+std::optional<ApiError> ReadValue(Kind kind, const json& v, const std::string& param,
+                                  constraint::ConstraintSpec& spec) {
+  spec.kind = kind;
+  switch (kind) {
+    case Kind::kJsonSchema:
+      return SchemaText(v, param, spec.text);
+    case Kind::kChoice:
+      return Choices(v, param, spec.choices);
+    default:
+      return Text(v, param, spec.text);  // regex, GBNF
+  }
+}
+
 std::optional<ApiError> StructuredOutputs(const json& v, std::optional<constraint::ConstraintSpec>& out) {
   if (!v.is_object()) return WrongType("structured_outputs", "an object");
   constraint::ConstraintSpec spec;
@@ -101,18 +115,12 @@ std::optional<ApiError> StructuredOutputs(const json& v, std::optional<constrain
     if (x.is_null()) continue;
     const std::string param = "structured_outputs." + k;
     std::optional<ApiError> e;
-    if (k == "json") {
-      spec.kind = Kind::kJsonSchema;
-      e = SchemaText(x, param, spec.text);
-    } else if (k == "regex") {
-      spec.kind = Kind::kRegex;
-      e = Text(x, param, spec.text);
-    } else if (k == "choice") {
-      spec.kind = Kind::kChoice;
-      e = Choices(x, param, spec.choices);
-    } else if (k == "grammar") {
-      spec.kind = Kind::kGbnf;
-      e = Text(x, param, spec.text);
+    if (k == "json" || k == "regex" || k == "choice" || k == "grammar") {
+      e = ReadValue(k == "json"     ? Kind::kJsonSchema
+                    : k == "regex"  ? Kind::kRegex
+                    : k == "choice" ? Kind::kChoice
+                                    : Kind::kGbnf,
+                    x, param, spec);
     } else if (k == "json_object") {
       if (!x.is_boolean()) return WrongType(param, "a boolean");
       if (!x.get<bool>()) continue;
@@ -166,19 +174,11 @@ std::optional<ApiError> ReadStructuredOutput(const json& obj, bool chat,
     return ResponseFormat(v, out);
   }
   if (k == "structured_outputs") return StructuredOutputs(v, out);
-  if (k == "guided_json" || k == "json_schema") {
-    spec.kind = Kind::kJsonSchema;
-    e = SchemaText(v, k, spec.text);
-  } else if (k == "guided_regex") {
-    spec.kind = Kind::kRegex;
-    e = Text(v, k, spec.text);
-  } else if (k == "guided_choice") {
-    spec.kind = Kind::kChoice;
-    e = Choices(v, k, spec.choices);
-  } else {  // guided_grammar, grammar: GBNF
-    spec.kind = Kind::kGbnf;
-    e = Text(v, k, spec.text);
-  }
+  const Kind kind = k == "guided_json" || k == "json_schema" ? Kind::kJsonSchema
+                    : k == "guided_regex"                    ? Kind::kRegex
+                    : k == "guided_choice"                   ? Kind::kChoice
+                                                             : Kind::kGbnf;  // guided_grammar, grammar
+  e = ReadValue(kind, v, k, spec);
   if (e) return e;
   out = std::move(spec);
   return std::nullopt;
