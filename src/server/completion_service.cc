@@ -86,11 +86,20 @@ Reply CompletionService::Run(GenerationSpec spec, GenerationRequest& gen,
   if (auto e = ResolveConstraints(gen)) return Reply::Error(*e);
   std::vector<RequestOptions> options;
   const bool best_of = gen.best_of > gen.options.n;
+  std::shared_ptr<const constraint::CompiledGrammar> grammar;
+  if (gen.constraint) {
+    if (!ctx_.grammars) return Reply::Error(BadRequest("structured output needs the model's tokenizer"));
+    auto compiled = ctx_.grammars->Get(*gen.constraint);
+    if (!compiled.ok())
+      return Reply::Error(BadRequest("Invalid structured output constraint: " + compiled.status().message()));
+    grammar = *compiled;
+  }
   for (std::vector<int32_t>& p : prompts) {
     // vLLM's truncate_prompt_tokens keeps the prompt's end (the most recent text).
     if (gen.truncate_prompt_tokens > 0 && static_cast<int64_t>(p.size()) > gen.truncate_prompt_tokens)
       p.erase(p.begin(), p.end() - gen.truncate_prompt_tokens);
     RequestOptions o = gen.options;
+    o.sampling.constraint = grammar;
     if (best_of) {  // every candidate, ranked by its token logprobs at the end
       o.n = gen.best_of;
       o.logprobs = std::max(o.logprobs, 0);

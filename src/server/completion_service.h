@@ -23,6 +23,7 @@ struct ServingContext {
   EngineClient* engine = nullptr;
   const ChatPrompt* chat = nullptr;
   SchemaLimits limits;
+  constraint::GrammarCache* grammars = nullptr;  // compiled constraints over the model's vocabulary
   int64_t created = 0;  // server start (Unix seconds), for /v1/models
 };
 

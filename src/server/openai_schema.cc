@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/structured_output_request.h"
+
 namespace ferry::server {
 namespace {
 
@@ -306,6 +308,7 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   f.Bool("echo", r.echo);
   if (f.Has("suffix") && !f.error) f.Fail(BadRequest("'suffix' is not supported", "suffix"));
   if (f.error) return *f.error;
+  if (auto e = ReadStructuredOutput(obj, /*chat=*/false, r.gen.constraint)) return *e;
   if (r.echo && r.gen.options.logprobs >= 0)
     return BadRequest("'echo' with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
   if (r.gen.best_of > 0 && r.gen.best_of < r.gen.options.n)
@@ -330,6 +333,7 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
   f.Integer("top_logprobs", 0, limits.max_logprobs, top);
   f.Bool("add_generation_prompt", r.add_generation_prompt);
   if (f.error) return *f.error;
+  if (auto e = ReadStructuredOutput(obj, /*chat=*/true, r.gen.constraint)) return *e;
   if (top >= 0 && !r.logprobs)
     return BadRequest("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
   if (r.logprobs) r.gen.options.logprobs = std::max(top, 0);

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "constraint/constraint.h"
 #include "engine/request.h"
 #include "server/api_error.h"
 
@@ -35,6 +36,8 @@ struct GenerationRequest {
   int32_t best_of = 0;
   std::vector<std::string> bad_words;  // vLLM's: tokenized by the service into sampling constraints
   int32_t truncate_prompt_tokens = 0;  // > 0: keep only the prompt's last this-many tokens (vLLM's)
+  // Structured output (structured_output_request.h); compiled when the request is run.
+  std::optional<constraint::ConstraintSpec> constraint;
 };
 
 struct CompletionRequest {
