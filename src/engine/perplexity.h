@@ -14,20 +14,27 @@ namespace ferry {
 
 struct PerplexityOptions {
   int32_t n_ctx = 512;
-  int32_t n_batch = 2048;  // tokens per forward call (capped at n_ctx)
-  int32_t max_chunks = -1; // < 0: all
+  int32_t n_batch = 2048;   // tokens per forward call (capped at n_ctx)
+  int32_t max_chunks = -1;  // < 0: all
   // Called after each window: (windows done, total, running ppl).
   std::function<void(int32_t, int32_t, double)> progress;
+  // Offline tools (quant previews): the model runs with these activation taps.
+  const ActivationTaps* taps = nullptr;
 };
 
 struct PerplexityResult {
   double ppl = 0;
-  double ppl_stderr = 0;   // standard error of mean NLL propagated through exp
+  double ppl_stderr = 0;  // standard error of mean NLL propagated through exp
   int64_t n_scored = 0;
   int32_t n_chunks = 0;
+  SparsityStats sparsity;  // work the model's sparsity options skipped
 };
 
-// tokens: the whole text tokenized once with BOS (special tokens not parsed).
+// tokens: the whole text tokenized once with BOS (special tokens not parsed). bos: the token
+// that replaces each window's first one, or < 0 to keep it.
+StatusOr<PerplexityResult> Perplexity(const Model& model, int32_t bos, ThreadPool& pool,
+                                      const std::vector<int32_t>& tokens, const PerplexityOptions& options);
+// The same with the BOS of lm's tokenizer when it adds one.
 StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const std::vector<int32_t>& tokens,
                                       const PerplexityOptions& options);
 

@@ -13,11 +13,10 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/timer.h"
 #include "commands.h"
@@ -68,8 +67,8 @@ std::string WeightTypeName(const formats::WeightSource& src) {
 }
 
 // Prefill P tokens of sequence 0 starting at position 0; returns seconds.
-StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch, std::vector<float>& logits,
-                         ThreadPool& pool) {
+StatusOr<double> Prefill(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
+                         std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo) {
   Timer timer;
   ForwardBatch b;
   const int p = static_cast<int>(toks.size());
@@ -77,20 +76,20 @@ StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks
     b.Clear();
     const int e = std::min(p, s + n_batch);
     for (int i = s; i < e; ++i) b.Add(toks[static_cast<size_t>(i)], i, 0, i == p - 1);
-    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool, fo));
   }
   return timer.Seconds();
 }
 
 // Decode N tokens of sequence 0 at positions pos0.. (one token per forward); returns seconds.
-StatusOr<double> Decode(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0, std::vector<float>& logits,
-                        ThreadPool& pool) {
+StatusOr<double> Decode(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0,
+                        std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo) {
   Timer timer;
   ForwardBatch b;
   for (size_t i = 0; i < toks.size(); ++i) {
     b.Clear();
     b.Add(toks[i], pos0 + static_cast<int32_t>(i), 0, true);
-    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool, fo));
   }
   return timer.Seconds();
 }
@@ -129,7 +128,8 @@ StatusOr<EngineDecode> DecodeOnEngine(Model& m, const std::vector<int32_t>& prom
 }
 
 int RunBench(const BenchOpts& o) {
-  if (o.model.empty()) return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
+  if (o.model.empty())
+    return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.n_batch < 1)
     return Fail(InvalidArgumentError("-p and -n must be >= 0, -r and --batch >= 1"));
   LoadOptions lopts;
@@ -140,7 +140,13 @@ int RunBench(const BenchOpts& o) {
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
   const int ctx = std::max(1, o.n_prompt + o.n_gen);
-  auto kv = CreateKvCacheFor(m, 1, ctx, std::max(o.n_batch, 2));  // budgeted under --kv-policy sink|h2o
+  SparsityStats stats;
+  ForwardScratch scratch;
+  ForwardOptions fo;
+  fo.stats = &stats;
+  fo.scratch = &scratch;
+  // Budgeted under --kv-policy sink|h2o.
+  auto kv = CreateKvCacheFor(c, m.sparsity(), 1, ctx, std::max(o.n_batch, 2), &stats);
   if (!kv.ok()) return Fail(kv.status());
   ThreadPool pool(o.threads);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
@@ -153,19 +159,19 @@ int RunBench(const BenchOpts& o) {
   // Warm-up (page in the weights, wake the threads), as llama-bench does.
   {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
-    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool);
+    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool, fo);
     if (!s.ok()) return Fail(s.status());
   }
-  m.ResetSparsityStats();  // count the timed passes only
+  stats = SparsityStats{};  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     if (o.n_prompt > 0) {
-      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool);
+      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool, fo);
       if (!s.ok()) return Fail(s.status());
       pp.push_back(o.n_prompt / *s);
     }
     if (o.n_gen > 0) {
-      auto s = Decode(m, **kv, gen, o.n_prompt, logits, pool);
+      auto s = Decode(m, **kv, gen, o.n_prompt, logits, pool, fo);
       if (!s.ok()) return Fail(s.status());
       tg.push_back(o.n_gen / *s);
     }
@@ -229,7 +235,7 @@ int RunBench(const BenchOpts& o) {
                         {"bytes_per_decode_token", tok_bytes},
                         {"bandwidth_gb_per_s", bw / 1e9},
                         {"decode_efficiency", eff},
-                        {"sparsity", SparsityJson(m)}};
+                        {"sparsity", SparsityJson(m, stats)}};
     if (!spec_tps.empty()) {
       j["spec_method"] = spec_method;
       j["spec_tokens"] = sc.num_tokens;
@@ -252,10 +258,11 @@ int RunBench(const BenchOpts& o) {
     if (o.n_gen > 0)
       std::printf("| %s | %s | %s | %d | tg%d | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
                   kernels::IsaName(kernels::ActiveIsa()), pool.size(), o.n_gen, tgs.mean, tgs.sd);
-    std::printf("\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
-                "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
-                pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
-                kv_bytes / 1e6, eff * 100);
+    std::printf(
+        "\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
+        "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
+        pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
+        kv_bytes / 1e6, eff * 100);
     if (!spec_tps.empty())
       std::printf(
           "speculative decode (%s, K %d) on the engine: %.2f +/- %.2f tok/s vs plain %.2f +/- %.2f tok/s "
@@ -265,7 +272,7 @@ int RunBench(const BenchOpts& o) {
           engs.mean > 0 ? specs.mean / engs.mean : 0.0, spec_stats.SpecAcceptanceRate() * 100,
           spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
           spec_stats.spec_verify_s * 1e3 / o.reps);
-    if (std::string sp = SparsityReport(m); !sp.empty()) std::printf("%s\n", sp.c_str());
+    if (std::string sp = SparsityReport(m, stats); !sp.empty()) std::printf("%s\n", sp.c_str());
   }
   std::fflush(stdout);
   return 0;
@@ -277,14 +284,19 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   auto o = std::make_shared<BenchOpts>();
   // Not required(): `ferry bench throughput -m ...` is a nested subcommand; RunBench checks it.
   bench.add_option("-m,--model", o->model, "model file (GGUF, Hugging Face folder or llama2.c .bin)");
-  bench.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for prefill (0: skip prefill)")->capture_default_str();
+  bench.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for prefill (0: skip prefill)")
+      ->capture_default_str();
   bench.add_option("-n,--n-gen", o->n_gen, "tokens to decode (0: skip decode)")->capture_default_str();
   bench.add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str();
-  bench.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  bench.add_option("-t,--threads", o->threads, "threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
   bench.add_option("-b,--batch", o->n_batch, "prompt tokens per forward pass")->capture_default_str();
-  bench.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
+  bench.add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 65536));
   bench.add_flag("--json", o->json, "one JSON object per line");
-  bench.add_flag("--no-repack", o->no_repack, "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+  bench.add_flag("--no-repack", o->no_repack,
+                 "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
   o->spec.Add(&bench);
   bench.add_option("--spec-prompt", o->spec_prompt,
                    "prompt text for the speculative runs (default: the random prompt)");

@@ -24,7 +24,8 @@ Runner AddPplCommand(CLI::App& app) {
   cmd->add_option("-f,--file", o->file, "text file")->required();
   cmd->add_option("-c,--ctx", o->ppl.n_ctx, "window size in tokens")->capture_default_str();
   cmd->add_option("-b,--batch", o->ppl.n_batch, "tokens per forward pass")->capture_default_str();
-  cmd->add_option("--chunks", o->ppl.max_chunks, "evaluate at most this many windows (-1: all)")->capture_default_str();
+  cmd->add_option("--chunks", o->ppl.max_chunks, "evaluate at most this many windows (-1: all)")
+      ->capture_default_str();
 
   return [o]() -> int {
     std::ifstream in(o->file, std::ios::binary);
@@ -36,8 +37,8 @@ Runner AddPplCommand(CLI::App& app) {
     ThreadPool pool(o->model.threads);
     Timer timer;
     std::vector<int32_t> tokens = lm->tokenizer->Encode(ss.str(), true, false);
-    std::fprintf(stderr, "ferry: tokenized %zu bytes into %zu tokens in %.2f s\n", ss.str().size(), tokens.size(),
-                 timer.Seconds());
+    std::fprintf(stderr, "ferry: tokenized %zu bytes into %zu tokens in %.2f s\n", ss.str().size(),
+                 tokens.size(), timer.Seconds());
     const bool tty = StderrIsTerminal();
     std::unique_ptr<ProgressBar> bar;
     o->ppl.progress = [&](int32_t done, int32_t total, double ppl) {
@@ -52,10 +53,11 @@ Runner AddPplCommand(CLI::App& app) {
     auto r = Perplexity(*lm, pool, tokens, o->ppl);
     if (bar) bar->Finish();
     if (!r.ok()) return Fail(r.status());
-    std::fprintf(stderr, "ferry: %d windows of %d tokens, %lld predictions scored, %.1f s (%.0f tok/s)\n", r->n_chunks,
-                 o->ppl.n_ctx, static_cast<long long>(r->n_scored), timer.Seconds(),
+    std::fprintf(stderr, "ferry: %d windows of %d tokens, %lld predictions scored, %.1f s (%.0f tok/s)\n",
+                 r->n_chunks, o->ppl.n_ctx, static_cast<long long>(r->n_scored), timer.Seconds(),
                  r->n_chunks * static_cast<double>(o->ppl.n_ctx) / timer.Seconds());
-    if (std::string sp = SparsityReport(*lm->model); !sp.empty()) std::fprintf(stderr, "ferry: %s\n", sp.c_str());
+    if (std::string sp = SparsityReport(*lm->model, r->sparsity); !sp.empty())
+      std::fprintf(stderr, "ferry: %s\n", sp.c_str());
     std::printf("PPL = %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
     return 0;
   };

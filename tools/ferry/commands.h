@@ -2,12 +2,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "core/thread_pool.h"
@@ -52,8 +50,9 @@ struct SparsityFlags {
   Status CheckSupportedByEngine() const;
 };
 // What the model's sparsity skipped so far: one human line ("" when nothing applies) and JSON.
-std::string SparsityReport(const Model& model);
-nlohmann::json SparsityJson(const Model& model);
+// What the model's sparsity options (Model::sparsity()) skipped, from the stats of a run.
+std::string SparsityReport(const Model& model, const SparsityStats& stats);
+nlohmann::json SparsityJson(const Model& model, const SparsityStats& stats);
 
 // Options shared by commands that load a model.
 struct ModelFlags {
