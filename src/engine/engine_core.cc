@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
-#include "spec/create_proposer.h"
+#include "speculative/create_proposer.h"
 
 namespace ferry {
 

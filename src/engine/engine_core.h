@@ -19,8 +19,8 @@
 #include "model/kv_budget_policy.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "spec/proposer.h"
-#include "spec/spec_config.h"
+#include "speculative/proposer.h"
+#include "speculative/spec_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ferry {

@@ -4,7 +4,7 @@
 
 #include "base/check.h"
 #include "sampling/logprobs.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 namespace ferry {
 

@@ -17,7 +17,7 @@
 #include "model/kv_budget_policy.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 namespace ferry {
 

@@ -10,8 +10,8 @@
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
-#include "spec/self_draft.h"
-#include "spec/spec_config.h"
+#include "speculative/self_draft.h"
+#include "speculative/spec_config.h"
 
 namespace ferry::cli {
 

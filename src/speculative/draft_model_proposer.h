@@ -17,7 +17,7 @@
 #include "model/forward_batch.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace ferry::spec {
 

@@ -1,4 +1,4 @@
-#include "spec/draft_model_proposer.h"
+#include "speculative/draft_model_proposer.h"
 
 #include <algorithm>
 
@@ -6,7 +6,8 @@
 
 namespace ferry::spec {
 
-StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const Model& draft, int32_t target_vocab,
+StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const Model& draft,
+                                                                         int32_t target_vocab,
                                                                          const DraftKvConfig& kv,
                                                                          ThreadPool* pool) {
   const ModelConfig& c = draft.config();
