@@ -52,6 +52,11 @@ StatusOr<PerplexityResult> Perplexity(const Model& model, int32_t bos, ThreadPoo
         batch.Add(t, p, 0, p >= first && p < n_ctx - 1);
       }
       FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv, logits.data(), &pool, fo));
+      if (options.on_scored_rows) {
+        const int32_t p0 = std::max(b0, first), p1 = std::min(b1, n_ctx - 1);
+        if (p1 > p0)
+          FERRY_RETURN_IF_ERROR(options.on_scored_rows(logits.data(), p1 - p0, &tokens[start + p0 + 1]));
+      }
       int32_t row = 0;
       for (int32_t p = b0; p < b1; ++p) {
         if (!(p >= first && p < n_ctx - 1)) continue;

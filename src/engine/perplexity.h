@@ -20,6 +20,9 @@ struct PerplexityOptions {
   std::function<void(int32_t, int32_t, double)> progress;
   // Offline tools (quant previews): the model runs with these activation taps.
   const ActivationTaps* taps = nullptr;
+  // Sees every scored row in order: logits [n_rows, n_vocab] (f32, as computed) and the tokens
+  // they predict (--kl-divergence-base writes or compares them).
+  std::function<Status(const float* logits, int32_t n_rows, const int32_t* targets)> on_scored_rows;
 };
 
 struct PerplexityResult {
