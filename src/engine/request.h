@@ -11,7 +11,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/kv_budget_policy.h"
 #include "sampling/sampler.h"
-#include "spec/spec_state.h"
+#include "speculative/spec_state.h"
 
 namespace ferry {
 
@@ -41,7 +41,9 @@ struct RequestOptions {
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };
 
-inline bool IsFinished(RequestStatus s) { return s >= RequestStatus::kFinishedStop; }
+inline bool IsFinished(RequestStatus s) {
+  return s >= RequestStatus::kFinishedStop;
+}
 const char* FinishReason(RequestStatus s);  // "stop", "length", "abort" or ""
 
 // Seconds on the engine's clock (0 = engine start).
@@ -70,7 +72,7 @@ struct Request {
   int32_t branch = 0;
   std::vector<int32_t> tokens;  // [num_tokens] prompt, then generated
   int32_t num_prompt_tokens = 0;
-  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  int32_t num_computed = 0;  // tokens whose K/V are in the cache
   RequestStatus status = RequestStatus::kWaiting;
   RequestOptions options;
   Sampler sampler;

@@ -156,7 +156,7 @@ Runner AddRunCommand(CLI::App& app) {
         "threads %d\n",
         st.prompt_tokens, st.generated_tokens, st.finish_reason.c_str(), st.ttft_s * 1e3,
         st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, decode_tps, pool.size());
-    if (std::string sp = SparsityReport(*lm->model); !sp.empty())
+    if (std::string sp = SparsityReport(*lm->model, st.sparsity); !sp.empty())
       std::fprintf(stderr, "ferry: %s\n", sp.c_str());
     return 0;
   };

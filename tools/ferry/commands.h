@@ -11,8 +11,8 @@
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "model/kv_storage.h"
-#include "spec/self_draft.h"
-#include "spec/spec_config.h"
+#include "speculative/self_draft.h"
+#include "speculative/spec_config.h"
 
 namespace ferry::cli {
 
@@ -51,8 +51,9 @@ struct SparsityFlags {
   Status CheckSupportedByEngine() const;
 };
 // What the model's sparsity skipped so far: one human line ("" when nothing applies) and JSON.
-std::string SparsityReport(const Model& model);
-nlohmann::json SparsityJson(const Model& model);
+// What the model's sparsity options (Model::sparsity()) skipped, from the stats of a run.
+std::string SparsityReport(const Model& model, const SparsityStats& stats);
+nlohmann::json SparsityJson(const Model& model, const SparsityStats& stats);
 
 // KV cache storage types (kv_cache_flags.cc): --cache-type-k / --cache-type-v (llama.cpp's
 // names) and --kv-cache-dtype (vLLM's, both at once), for every command that computes.
