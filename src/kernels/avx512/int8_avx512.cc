@@ -1,7 +1,7 @@
 // AVX-512 (BW) W8A8 kernels: the int8 activation quantizer on 512 bits, and int8_dot_body.h
 // with maddubs + madd (|w| x x negated where w < 0: pairs reach 2 * 128 * 127 < 2^15, exact).
 // clang-format off
-#include "kernels/avx512/avx512_intrin.h"  // first: before anything that includes immintrin.h
+#include "kernels/x86_intrinsics.h"  // first: before anything that includes immintrin.h
 // clang-format on
 #include <algorithm>
 #include <cmath>

@@ -11,7 +11,7 @@
 #pragma once
 
 // clang-format off
-#include "kernels/avx512/avx512_intrin.h"  // first: before anything that includes immintrin.h
+#include "kernels/x86_intrinsics.h"  // first: before anything that includes immintrin.h
 // clang-format on
 #include <cstring>
 

@@ -1,5 +1,5 @@
 // AVX512_VNNI W8A8 dots: int8_dot_body.h with 512-bit vpdpbusd (weights offset to w + 128).
-#include "kernels/avx512/avx512_intrin.h"
+#include "kernels/x86_intrinsics.h"
 #include "kernels/avx512vnni/avx512vnni.h"
 #include "kernels/int8_dot_body.h"
 
