@@ -31,7 +31,7 @@ TEST_P(KvTypesEngineTest, BatchedEqualsAloneAlsoChunkedPreemptedAndStatic) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<RequestOptions> opts;
   Mixed(prompts, opts);
-  const EngineConfig c = TypedConfig();
+  EngineConfig c = TypedConfig();
   auto alone = Alone(c, prompts, opts);
   EngineConfig chunked = c, tiny = c, stat = c;
   chunked.scheduler.max_batch_tokens = 40;
@@ -43,7 +43,9 @@ TEST_P(KvTypesEngineTest, BatchedEqualsAloneAlsoChunkedPreemptedAndStatic) {
     Run run = RunAll(*cfg, prompts, opts);
     for (size_t i = 0; i < prompts.size(); ++i)
       EXPECT_EQ(run.tokens[K(static_cast<RequestId>(i), 0)], alone[i]) << "prompt " << i;
-    if (cfg == &tiny) EXPECT_GT(run.stats.preemptions, 0);
+    if (cfg == &tiny) {
+      EXPECT_GT(run.stats.preemptions, 0);
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -117,8 +118,20 @@ TEST(KvCacheTypes, StoresEachTypesRoundingAndCountsItsBytes) {
       kernels::DequantizeRow(t, q.data(), want.data() + h * kHd, kHd);
     }
     EXPECT_EQ(got, want);
+    // Each type's rounding, from its definition (docs/formats.md 6b): f16 / bf16 half an ulp of
+    // 11 / 8 bits; q8_0 half a step of amax/127; q4_0 one step of amax/8 (d = max/-8 puts the
+    // far end at 7 steps: values there clip by up to a step). 1% for the f16 scale's rounding.
     kv->LoadValue(1, 0, 3, got.data());
-    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(got[i], v[i], t == DType::kQ4_0 ? 0.25f : 0.02f) << i;
+    for (size_t i = 0; i < v.size(); ++i) {
+      float amax = 0;
+      for (size_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+      const float tol = t == DType::kF32    ? 0.f
+                        : t == DType::kF16  ? std::fabs(v[i]) / 2048
+                        : t == DType::kBF16 ? std::fabs(v[i]) / 256
+                        : t == DType::kQ8_0 ? amax / 254 * 1.01f
+                                            : amax / 8 * 1.01f;
+      EXPECT_LE(std::fabs(got[i] - v[i]), tol) << i;
+    }
   }
 }
 
@@ -201,6 +214,36 @@ TEST(KvCacheTypes, PagedEqualsContiguousBitForBit) {
         ASSERT_EQ(0,
                   std::memcmp(cont->ValueBytes(l, 0, p), paged->ValueBytes(l, 0, p), cont->ValueSlotBytes()));
       }
+  }
+}
+
+// View() hands the kernels the stored bytes with their types: attention over the view equals
+// attention over the dequantized rows (LoadKey / LoadValue) in an f32 block table.
+TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
+  constexpr int32_t kHd = 64, kPos = 6;
+  for (const KvCacheTypes types :
+       {KvCacheTypes{DType::kQ8_0, DType::kQ4_0}, KvCacheTypes{DType::kBF16, DType::kF16}}) {
+    SCOPED_TRACE(std::string(DTypeName(types.k)) + "/" + DTypeName(types.v));
+    auto kv = ContiguousKvCache::Create(kLayers, 1, 8, kKvHeads, kHd, types);
+    ASSERT_TRUE(kv.ok());
+    std::vector<float> k32(static_cast<size_t>(kPos) * kKvHeads * kHd), v32(k32.size());
+    for (int32_t p = 0; p < kPos; ++p) {
+      kv->StoreKey(1, 0, p, Row(kKvHeads * kHd, p).data());
+      kv->StoreValue(1, 0, p, Row(kKvHeads * kHd, p + 50).data());
+      kv->LoadKey(1, 0, p, k32.data() + static_cast<size_t>(p) * kKvHeads * kHd);
+      kv->LoadValue(1, 0, p, v32.data() + static_cast<size_t>(p) * kKvHeads * kHd);
+    }
+    const kernels::KvBlocks view = kv->View(1, 0);
+    EXPECT_EQ(view.k_type, types.k);
+    EXPECT_EQ(view.v_type, types.v);
+    const int32_t table = 0;
+    const kernels::KvBlocks f32{k32.data(), v32.data(), &table, kPos};
+    const std::vector<float> q = Row(2 * kKvHeads * kHd, 7);  // 2 query heads per KV head
+    const int32_t pos = kPos - 1;
+    std::vector<float> got(q.size()), want(q.size());
+    kernels::Attention(q.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, view, got.data(), nullptr);
+    kernels::Attention(q.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, f32, want.data(), nullptr);
+    for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
   }
 }
 
