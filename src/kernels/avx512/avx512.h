@@ -16,6 +16,10 @@ void Fill(internal::KernelTable& t);
 // In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
 // table computes natively.
 void FillKQuantDots(internal::KernelTable& t);
+// Float-like dots, same contracts as ref::Dot*.
+float DotF32(const void* w, const void* x, int64_t n);
+float DotF16(const void* w, const void* x, int64_t n);
+float DotBf16(const void* w, const void* x, int64_t n);
 
 // Bandwidth-probe sum, same contract as ref::ReadSum; x must be 64-byte aligned.
 double ReadSum(const float* x, int64_t n);

@@ -6,6 +6,8 @@ namespace ferry::kernels::avx512vnni {
 void Fill(internal::KernelTable& t) {
   // in-place dots
   FillKQuantDots(t);
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) t.dot[static_cast<int>(DType::kBF16)] = DotBf16Dp;
 }
 
 }  // namespace ferry::kernels::avx512vnni
