@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -53,8 +54,9 @@ void TimeMatMul(benchmark::State& state, int64_t n_out, int64_t n_in, int64_t n_
       benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
 }
 
-// args: dtype, isa, n_tok, threads[, n_out]. The default 16384 x 2048 weights exceed L3 so
-// decode streams from DRAM; a small n_out (L2-resident) measures pure compute.
+// args: dtype, isa, n_tok, threads[, n_out[, packed]]. The default 16384 x 2048 weights exceed
+// L3 so decode streams from DRAM; a small n_out (L2-resident) measures pure compute. packed = 1
+// runs MatMulPacked on the weights repacked as the model holds them (huge pages).
 void BM_MatMul(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const auto isa = static_cast<Isa>(state.range(1));
@@ -65,11 +67,21 @@ void BM_MatMul(benchmark::State& state) {
     return;
   }
   const int64_t n_out = state.range(4) ? state.range(4) : 16384, n_in = 2048;
+  const bool packed = state.range(5) != 0;
   auto w = MakeWeights(t, n_out, n_in);
-  TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), [&](const float* x, float* y, ThreadPool* pool) {
-    MatMul(w.data(), t, n_out, n_in, x, n_tok, y, pool);
-  });
-  state.SetLabel(std::string(DTypeName(t)) + "/" + IsaName(isa));
+  if (packed) {
+    AlignedBuffer pw(PackedBytes(t, n_out, n_in));
+    PackWeights(t, w.data(), n_out, n_in, pw.data(), nullptr);
+    TimeMatMul(state, n_out, n_in, n_tok, threads, pw.size(),
+               [&](const float* x, float* y, ThreadPool* pool) {
+                 MatMulPacked(pw.data(), t, n_out, n_in, x, n_tok, y, pool);
+               });
+  } else {
+    TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), [&](const float* x, float* y, ThreadPool* pool) {
+      MatMul(w.data(), t, n_out, n_in, x, n_tok, y, pool);
+    });
+  }
+  state.SetLabel(std::string(DTypeName(t)) + (packed ? "/packed/" : "/") + IsaName(isa));
   ForceIsa(BestSupportedIsa());
 }
 
@@ -79,13 +91,13 @@ void GemvArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                   DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K})
     for (Isa isa : {Isa::kScalar, Isa::kAvx2})
-      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0});
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0, 0});
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kF16})
-    b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 2, 0});
+    b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), 1, 2, 0, 0});
   // The in-place dots of the newer tables (compare with the avx2 rows above).
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                   DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
-    for (Isa isa : kNewIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0});
+    for (Isa isa : kNewIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 0, 0});
 }
 BENCHMARK(BM_MatMul)->Name("Gemv")->Apply(GemvArgs)->Unit(benchmark::kMillisecond);
 
@@ -93,57 +105,56 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
   for (DType t :
        {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})  // k-quants: 4-token dot tiles
     for (int64_t n_tok : {8, 32}) {
-      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0});
-      for (Isa isa : kNewIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 2, 0});
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(Isa::kAvx2), n_tok, 2, 0, 0});
+      for (Isa isa : kNewIsas) b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 2, 0, 0});
     }
 }
 void HotArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                   DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
     for (Isa isa : {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni})
-      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 128});
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 128, 0});
 }
 BENCHMARK(BM_MatMul)->Name("GemvHot")->Apply(HotArgs)->Unit(benchmark::kMicrosecond);
 // Prefill compute (L2-resident weights, one thread): the in-place dot tiles.
 void GemmHotArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
     for (Isa isa : {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni})
-      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 32, 1, 128});
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 32, 1, 128, 0});
 }
 BENCHMARK(BM_MatMul)->Name("GemmHot")->Apply(GemmHotArgs)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Packed (repacked-at-load) MatMul: args dtype, n_tok, threads[, n_out]. Same 16384 x 2048
-// weights by default (DRAM-bound decode); a small n_out (L2-resident) measures pure compute.
-void BM_MatMulPacked(benchmark::State& state) {
-  const auto t = static_cast<DType>(state.range(0));
-  const int64_t n_tok = state.range(1);
-  const int threads = static_cast<int>(state.range(2));
-  const int64_t n_out = state.range(3) ? state.range(3) : 16384, n_in = 2048;
-  auto w = MakeWeights(t, n_out, n_in);
-  AlignedBuffer packed(PackedBytes(t, n_out, n_in));  // as the model holds it (huge pages)
-  PackWeights(t, w.data(), n_out, n_in, packed.data(), nullptr);
-  TimeMatMul(state, n_out, n_in, n_tok, threads, packed.size(),
-             [&](const float* x, float* y, ThreadPool* pool) {
-               MatMulPacked(packed.data(), t, n_out, n_in, x, n_tok, y, pool);
-             });
-  state.SetLabel(std::string(DTypeName(t)) + "/packed");
-}
+// The SIMD tables, fastest last (each ratio against avx2 comes from one run).
+constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni};
 void PackedArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
     for (int64_t n_tok : {1, 32})
-      for (int64_t th : {1, 2}) b->Args({static_cast<int64_t>(t), n_tok, th, 0});
+      for (int64_t th : {1, 2})
+        for (Isa isa : kSimdIsas)
+          b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, th, 0, 1});
 }
-BENCHMARK(BM_MatMulPacked)->Name("Packed")->Apply(PackedArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatMul)->Name("Packed")->Apply(PackedArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 void PackedHotArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128}) b->Args({static_cast<int64_t>(t), 1, 1, 128});
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
+    for (int64_t n_tok : {1, 4})
+      for (Isa isa : kSimdIsas)
+        b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 1, 128, 1});
 }
-BENCHMARK(BM_MatMulPacked)
-    ->Name("PackedHot")
-    ->Apply(PackedHotArgs)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+BENCHMARK(BM_MatMul)->Name("PackedHot")->Apply(PackedHotArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The ThreadPool's per-op cost (wake, run an empty slice on each thread, join): tinyllama
+// decode runs ~150 matmuls per token through it. Arg: threads.
+void BM_ThreadPoolOp(benchmark::State& state) {
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  std::vector<int64_t> sink(64);
+  for (auto _ : state) {
+    pool.ParallelFor(2 * pool.size(), [&](int64_t i0, int64_t) { sink[static_cast<size_t>(i0)] += 1; });
+    benchmark::DoNotOptimize(sink.data());
+  }
+}
+BENCHMARK(BM_ThreadPoolOp)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_RmsNorm(benchmark::State& state) {
   std::vector<float> x(state.range(0), 0.5f), w(state.range(0), 1.f), y(state.range(0));
@@ -209,13 +220,13 @@ void BM_MatMulW8A8(benchmark::State& state) {
   state.SetLabel(IsaName(isa));
   ForceIsa(BestSupportedIsa());
 }
-BENCHMARK(BM_MatMulW8A8)
-    ->Args({0, 1, 1})
-    ->Args({1, 1, 1})
-    ->Args({1, 1, 2})
-    ->Args({1, 32, 2})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+void W8A8Args(benchmark::internal::Benchmark* b) {
+  b->Args({static_cast<int64_t>(Isa::kScalar), 1, 1});
+  for (Isa isa : kSimdIsas)
+    for (const auto& [n_tok, th] : {std::pair<int64_t, int64_t>{1, 1}, {1, 2}, {32, 2}})
+      b->Args({static_cast<int64_t>(isa), n_tok, th});
+}
+BENCHMARK(BM_MatMulW8A8)->Apply(W8A8Args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Random attention inputs: K/V of n_blocks blocks of bs tokens, and n_q queries at the last
 // n_q positions of an n_ctx context; the block table is the identity (callers may permute it).

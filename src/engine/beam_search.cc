@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 
+#include "base/check.h"
+#include "constraint/matcher.h"
 #include "kv/kv_cache_manager.h"
 #include "model/forward_batch.h"
 #include "model/paged_kv_cache.h"
@@ -17,8 +20,24 @@ struct Beam {
   kv::KvSequence kv;
   std::vector<int32_t> tokens;  // generated so far
   double cum = 0;
-  std::vector<TokenLogprob> likely;  // [2W] most likely next tokens, descending (ties: lower id)
+  std::vector<TokenLogprob> likely;            // [2W] most likely next tokens, descending (ties: lower id)
+  std::optional<constraint::Matcher> matcher;  // with a constraint: the grammar state after `tokens`
 };
+
+// The beam's most likely next tokens; with a constraint, among the allowed tokens only.
+std::vector<TokenLogprob> Likely(float* logits, int32_t n_vocab, int32_t top, Beam& beam,
+                                 std::vector<uint64_t>& mask) {
+  if (beam.matcher) {
+    mask.resize(beam.matcher->mask_words());
+    beam.matcher->FillMask(mask);
+    int32_t n = std::min(n_vocab, beam.matcher->grammar().vocab().size());
+    for (int32_t t = 0; t < n_vocab; ++t)
+      if (t >= n || !((mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1)) logits[t] = -INFINITY;
+  }
+  std::vector<TokenLogprob> likely = ComputeLogprobs(logits, n_vocab, -1, top).top;
+  std::erase_if(likely, [](const TokenLogprob& t) { return std::isinf(t.logprob); });
+  return likely;
+}
 
 struct Candidate {
   int32_t beam;
@@ -35,14 +54,14 @@ double Score(double cum, size_t length, float length_penalty) {
 class BeamKv {
  public:
   static StatusOr<std::unique_ptr<BeamKv>> Create(const ModelConfig& c, int32_t width, int32_t max_len,
-                                                  int32_t block_size) {
+                                                  int32_t block_size, const KvCacheTypes& types) {
     auto kv = std::unique_ptr<BeamKv>(new BeamKv);
     const int32_t per_seq = (max_len + block_size - 1) / block_size;
     // Worst case: every beam private, plus one block of copy-on-write headroom each.
     const int32_t num_blocks = width * (per_seq + 1);
-    FERRY_ASSIGN_OR_RETURN(
-        PagedKvCache cache,
-        PagedKvCache::Create(c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, width, max_len));
+    FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
+                           PagedKvCache::Create(c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim,
+                                                width, max_len, types));
     kv->cache = std::make_unique<PagedKvCache>(std::move(cache));
     kv->mgr = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{num_blocks, block_size, false});
     return kv;
@@ -74,7 +93,8 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
     return OutOfRangeError("prompt ({} tokens) + max_tokens ({}) exceeds the model's context of {}", P,
                            o.max_tokens, cfg.n_ctx_train);
   const int32_t n_vocab = cfg.n_vocab;
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<BeamKv> kv, BeamKv::Create(cfg, W, max_len, o.block_size));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<BeamKv> kv,
+                         BeamKv::Create(cfg, W, max_len, o.block_size, o.kv_types));
 
   BeamSearchStats stats;
   stats.unshared_blocks = W * kv->mgr->BlocksFor(max_len);
@@ -89,7 +109,9 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
   logits.resize(static_cast<size_t>(n_vocab));
   FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool));
   const int32_t top = std::min(2 * W, n_vocab);
-  live[0].likely = ComputeLogprobs(logits.data(), n_vocab, -1, top).top;
+  std::vector<uint64_t> mask;
+  if (o.constraint) live[0].matcher.emplace(o.constraint);
+  live[0].likely = Likely(logits.data(), n_vocab, top, live[0], mask);
   stats.peak_blocks = kv->BlocksInUse();
 
   auto is_end = [&](int32_t t) {
@@ -170,6 +192,11 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
       children[i].tokens = parent.tokens;
       children[i].tokens.push_back(next[i].token);
       children[i].cum = next[i].cum;
+      if (parent.matcher) {
+        children[i].matcher = parent.matcher;
+        const bool allowed = children[i].matcher->AcceptToken(next[i].token);
+        FERRY_CHECK(allowed);  // it came from the masked candidates
+      }
     }
     live.clear();
     const int32_t pos = P + static_cast<int32_t>(children[0].tokens.size()) - 1;
@@ -188,7 +215,7 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
     ++stats.steps;
     for (size_t i = 0; i < children.size(); ++i)
       children[i].likely =
-          ComputeLogprobs(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab, -1, top).top;
+          Likely(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab, top, children[i], mask);
     live = std::move(children);
   }
   live.clear();

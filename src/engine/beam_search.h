@@ -16,11 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "constraint/compiled_grammar.h"
 #include "core/thread_pool.h"
+#include "model/kv_storage.h"
 #include "model/model.h"
 
 namespace ferry {
@@ -31,6 +34,10 @@ struct BeamSearchOptions {
   float length_penalty = 1.0f;      // score = cum_logprob / length^length_penalty
   std::vector<int32_t> end_tokens;  // tokens that finish a hypothesis (eos, eot, ...)
   int32_t block_size = 16;          // KV tokens per block
+  KvCacheTypes kv_types;            // K/V storage types
+  // Structured output: every hypothesis follows the grammar (each beam its own matcher);
+  // log-probabilities are renormalized over the tokens the grammar allows.
+  std::shared_ptr<const constraint::CompiledGrammar> constraint;
 };
 
 struct BeamHypothesis {

@@ -13,10 +13,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
   if (config.block_size <= 0) return InvalidArgumentError("the KV block size must be positive");
   if (config.scheduler.max_batch_tokens <= 0) return InvalidArgumentError("--max-batch-tokens must be positive");
   if (config.scheduler.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
+  FERRY_RETURN_IF_ERROR(CheckKvCacheTypes(config.kv_types, mc.head_dim));  // before sizing blocks in them
   int64_t num_blocks = config.num_blocks;
   if (num_blocks <= 0)
     num_blocks = static_cast<int64_t>(config.kv_cache_bytes /
-                                      PagedKvCache::BlockBytes(mc.n_layers, config.block_size, mc.n_kv_heads, mc.head_dim));
+                                      PagedKvCache::BlockBytes(mc.n_layers, config.block_size, mc.n_kv_heads, mc.head_dim,
+                                                               config.kv_types));
   if (num_blocks <= 0)
     return InvalidArgumentError("the KV cache memory ({} bytes) holds no {}-token block; raise --kv-cache-memory",
                                 config.kv_cache_bytes, config.block_size);
@@ -56,7 +58,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
   if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
   FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
                          PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size,
-                                              mc.n_kv_heads, mc.head_dim, sc.max_num_seqs, sc.max_seq_len));
+                                              mc.n_kv_heads, mc.head_dim, sc.max_num_seqs, sc.max_seq_len,
+                                              config.kv_types));
   e->cache_ = std::make_unique<PagedKvCache>(std::move(cache));
   e->pool_ = std::make_unique<ThreadPool>(config.threads);
   e->kv_ = std::make_unique<kv::KvCacheManager>(
@@ -70,7 +73,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
       e->proposer_,
       spec::CreateProposer(config.spec, mc,
                            spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
-                                               sc.max_num_seqs, sc.max_seq_len},
+                                               sc.max_num_seqs, sc.max_seq_len, config.kv_types},
                            e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(), budget);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);

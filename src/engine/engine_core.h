@@ -36,6 +36,7 @@ struct EngineConfig {
   // KV budget per sequence (docs/sparsity.md); nullopt: the model's --kv-policy/--kv-budget
   // (Model::sparsity()). Budgeted engines run without prefix caching, forks or speculation.
   std::optional<KvBudgetConfig> kv_budget;
+  KvCacheTypes kv_types;  // K/V storage types of the paged cache (and a draft model's)
 };
 
 class EngineCore {

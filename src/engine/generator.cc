@@ -25,7 +25,8 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
                            prompt.size(), n_ctx);
   if (options.n_batch <= 0) return InvalidArgumentError("--batch must be positive");
   // Contiguous, or budgeted (bounded memory) under --kv-policy sink|h2o.
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, CreateKvCacheFor(*lm.model, 1, n_ctx, options.n_batch));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
+                         CreateKvCacheFor(*lm.model, 1, n_ctx, options.n_batch, options.kv_types));
 
   GenerateStats stats;
   stats.prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -69,7 +70,7 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
       stats.finish_reason = "stop";
       break;
     }
-    if (pos >= n_ctx) break;  // context full
+    if (pos >= n_ctx) break;                                          // context full
     if (options.n_predict >= 0 && i + 1 >= options.n_predict) break;  // no forward for an unused token
     batch.Clear();
     batch.Add(id, pos++, 0, true);

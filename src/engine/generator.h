@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
+#include "model/kv_storage.h"
 #include "sampling/sampler.h"
 
 namespace ferry {
@@ -22,6 +23,7 @@ struct GenerateOptions {
   int32_t n_ctx = 0;              // 0: the model's training context, capped at 4096
   int32_t n_batch = 512;          // prompt tokens per forward call
   bool ignore_eos = false;
+  KvCacheTypes kv_types;          // K/V storage types (--cache-type-k / --cache-type-v)
 };
 
 struct GenerateStats {

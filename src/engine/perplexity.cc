@@ -18,9 +18,11 @@ StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const s
   int32_t n_chunks = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
   if (options.max_chunks >= 0) n_chunks = std::min(n_chunks, options.max_chunks);
   if (n_chunks == 0)
-    return InvalidArgumentError("the text has {} tokens, fewer than one window of --ctx {}", tokens.size(), n_ctx);
+    return InvalidArgumentError("the text has {} tokens, fewer than one window of --ctx {}", tokens.size(),
+                                n_ctx);
   // Contiguous, or budgeted under --kv-policy sink|h2o (eviction between passes of n_batch).
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, CreateKvCacheFor(*lm.model, 1, n_ctx, n_batch));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
+                         CreateKvCacheFor(*lm.model, 1, n_ctx, n_batch, options.kv_types));
   const int32_t first = n_ctx / 2;  // positions first..n_ctx-2 predict first+1..n_ctx-1
   const int32_t bos = lm.tokenizer->bos_id();
   std::vector<float> logits(static_cast<size_t>(n_batch) * cfg.n_vocab);  // [n_batch, n_vocab]

@@ -27,8 +27,10 @@
 #include <limits>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_row.h"
 
 namespace ferry::kernels {
 namespace {
@@ -47,9 +49,12 @@ struct AttnArgs {
   const float* q;
   const int32_t* q_pos;
   int n_heads, head_dim, group;  // group = query heads per KV head
-  int64_t kv_stride;             // floats per token slot: n_kv_heads * head_dim
+  int64_t k_row, v_row;          // bytes of one head row of K / V (kv_row.h KvRowBytes)
+  int64_t k_stride, v_stride;    // bytes per token slot: n_kv_heads * k_row / v_row
   float scale;
   const KvBlocks* kv;
+  internal::AttnScoresFn scores;  // the K type's micro-kernel
+  internal::AttnPvFn pv;          // the V type's
   float* out;
 };
 
@@ -116,11 +121,12 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
   if (k_end == k0) return false;
   const KvBlocks& kv = *a.kv;
   const int kvh = task.h0 / a.group;
+  const uint8_t* k_cache = static_cast<const uint8_t*>(kv.k_cache) + kvh * a.k_row;
+  const uint8_t* v_cache = static_cast<const uint8_t*>(kv.v_cache) + kvh * a.v_row;
   for (int pos = k0; pos < k_end;) {
     const int blk0 = pos / kv.block_size * kv.block_size;
     const int64_t phys = kv.block_table[blk0 / kv.block_size];
     const int blk_end = std::min(k_end, blk0 + kv.block_size);
-    const int64_t base = (phys * kv.block_size) * a.kv_stride + static_cast<int64_t>(kvh) * hd;
     for (int p0 = pos; p0 < blk_end; p0 += kKeyTile) {
       const int p1 = std::min(blk_end, p0 + kKeyTile);
       // Rows with keys in [p0, p1); n = p1 - p0 (the row with the furthest query reads all).
@@ -139,23 +145,22 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
         }
       }
       const int n = p1 - p0;
-      const int64_t off = base + (p0 - blk0) * a.kv_stride;
+      const int64_t slot = phys * kv.block_size + (p0 - blk0);  // token slot of key p0
+      const uint8_t* k_tile = k_cache + slot * a.k_stride;
+      const uint8_t* v_tile = v_cache + slot * a.v_stride;
       // The tile's V rows are strided (n_kv_heads heads apart): fetch them while scoring.
       for (int j = 0; j < n; ++j)
-        for (int d = 0; d < hd; d += 16) __builtin_prefetch(kv.v_cache + off + j * a.kv_stride + d);
-      tab.attn_scores(w.q_rows.data(), na, kv.k_cache + off, a.kv_stride, n, hd, a.scale, w.s.data(),
-                      kKeyTile);
+        for (int64_t b = 0; b < a.v_row; b += 64) __builtin_prefetch(v_tile + j * a.v_stride + b);
+      a.scores(w.q_rows.data(), na, k_tile, a.k_stride, n, hd, a.scale, w.s.data(), kKeyTile);
       // And the next tile's K rows (same block, or the next one) while this one finishes.
       if (p1 < k_end) {
         const int nb0 = p1 / kv.block_size * kv.block_size;
         const int n1 = std::min({k_end, nb0 + kv.block_size, p1 + kKeyTile});
-        const float* k_next =
-            kv.k_cache +
-            (static_cast<int64_t>(kv.block_table[nb0 / kv.block_size]) * kv.block_size + p1 - nb0) *
-                a.kv_stride +
-            static_cast<int64_t>(kvh) * hd;
+        const uint8_t* k_next =
+            k_cache + (static_cast<int64_t>(kv.block_table[nb0 / kv.block_size]) * kv.block_size + p1 - nb0) *
+                          a.k_stride;
         for (int j = 0; j < n1 - p1; ++j)
-          for (int d = 0; d < hd; d += 16) __builtin_prefetch(k_next + j * a.kv_stride + d);
+          for (int64_t b = 0; b < a.k_row; b += 64) __builtin_prefetch(k_next + j * a.k_stride + b);
       }
       for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
         const int r = w.ids[x];
@@ -165,7 +170,7 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
         if (c != 1.f) tab.scale(w.acc_rows[x], c, hd);  // the max grew: rescale (exact skip when c = 1)
         p.l[r] = p.l[r] * c + tile_sum;
       }
-      tab.attn_pv(w.s.data(), kKeyTile, na, kv.v_cache + off, a.kv_stride, n, hd, w.acc_rows.data());
+      a.pv(w.s.data(), kKeyTile, na, v_tile, a.v_stride, n, hd, w.acc_rows.data());
     }
     pos = blk_end;
   }
@@ -211,9 +216,23 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                float scale, const KvBlocks& kv, float* out, ThreadPool* pool) {
   if (n_q <= 0 || n_heads <= 0) return;
   const internal::KernelTable& tab = internal::Table();
-  const AttnArgs a{
-      q,     q_pos, n_heads, head_dim, n_heads / n_kv_heads, static_cast<int64_t>(n_kv_heads) * head_dim,
-      scale, &kv,   out};
+  FERRY_CHECK(KvTypeFits(kv.k_type, head_dim) && KvTypeFits(kv.v_type, head_dim));
+  const int64_t k_row = static_cast<int64_t>(KvRowBytes(kv.k_type, head_dim));
+  const int64_t v_row = static_cast<int64_t>(KvRowBytes(kv.v_type, head_dim));
+  const AttnArgs a{q,
+                   q_pos,
+                   n_heads,
+                   head_dim,
+                   n_heads / n_kv_heads,
+                   k_row,
+                   v_row,
+                   k_row * n_kv_heads,
+                   v_row * n_kv_heads,
+                   scale,
+                   &kv,
+                   tab.attn_scores[static_cast<int>(kv.k_type)],
+                   tab.attn_pv[static_cast<int>(kv.v_type)],
+                   out};
   int max_chunks = 0;
   int64_t total_keys = 0;
   for (int t = 0; t < n_q; ++t) {

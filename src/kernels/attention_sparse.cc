@@ -12,16 +12,19 @@
 //      read; the rest accumulate into a per-chunk partial, partials added in chunk order.
 // Every reduction has a fixed order, so both schedules (tasks walk their chunks; or, for few
 // tasks, every (task, chunk) is a parallel item per phase) give the same bits, independent of
-// n_q, batch and thread count. The kernel uses the dispatched primitives (dot_f32, axpy, add,
-// quantize_i8, dot_i8), so each ISA runs its own SIMD code for them.
+// n_q, batch and thread count. The kernel uses the dispatched primitives (the K and V types'
+// attention micro-kernels one key at a time, add, quantize_i8, dot_i8), so each ISA runs its
+// own SIMD code for them and K/V are read in their stored types.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_row.h"
 
 namespace ferry::kernels {
 namespace {
@@ -32,7 +35,10 @@ struct Args {
   const float* q;
   const int32_t* q_pos;
   int n_heads, head_dim;
-  int64_t kv_stride;  // floats per token slot: n_kv_heads * head_dim
+  int64_t kv_stride;              // elements per token slot: n_kv_heads * head_dim (the INT8 copy's)
+  int64_t k_row, v_row;           // bytes of one head row of K / V in their stored types
+  internal::AttnScoresFn scores;  // the K type's micro-kernel, one key x the group's heads
+  internal::AttnPvFn pv;          // the V type's
   int n_kv_heads;
   float scale;
   const KvBlocks* kv;
@@ -48,13 +54,15 @@ struct Task {
 
 // Scratch of one task.
 struct TaskBuf {
-  std::vector<float> s;     // [nh, n_keys] scores, then exp(s - M)
-  std::vector<float> cmax;  // [n_chunks, nh] chunk maxima
-  std::vector<float> csum;  // [n_chunks, nh] chunk sums of exp(s - M)
-  std::vector<float> acc;   // [n_chunks, nh, hd] partial p*v sums
-  std::vector<float> m, l;  // [nh] global max, sum
-  std::vector<int8_t> q8;   // [nh, hd] INT8 query (progressive)
-  std::vector<float> qs;    // [nh] its scales
+  std::vector<float> s;              // [nh, n_keys] scores, then exp(s - M)
+  std::vector<float> cmax;           // [n_chunks, nh] chunk maxima
+  std::vector<float> csum;           // [n_chunks, nh] chunk sums of exp(s - M)
+  std::vector<float> acc;            // [n_chunks, nh, hd] partial p*v sums
+  std::vector<float> m, l;           // [nh] global max, sum
+  std::vector<int8_t> q8;            // [nh, hd] INT8 query (progressive)
+  std::vector<float> qs;             // [nh] its scales
+  std::vector<const float*> q_rows;  // [nh] the query rows
+  std::vector<float*> acc_rows;      // [n_chunks, nh] rows of each chunk's acc (chunks run in parallel)
 
   void Resize(const Task& k, int hd) {
     const size_t nc = static_cast<size_t>(k.NumChunks()), nh = static_cast<size_t>(k.nh);
@@ -66,6 +74,8 @@ struct TaskBuf {
     l.resize(nh);
     q8.resize(nh * static_cast<size_t>(hd));
     qs.resize(nh);
+    q_rows.resize(nh);
+    acc_rows.resize(nc * nh);
   }
 };
 
@@ -85,6 +95,19 @@ const float* QueryRow(const Args& a, const Task& k, int i) {
   return a.q + (static_cast<int64_t>(k.t) * a.n_heads + k.h0 + i) * a.head_dim;
 }
 
+// K (V) head row of token slot `slot` in its stored type.
+const uint8_t* KeyRow(const Args& a, const Task& k, int64_t slot) {
+  return static_cast<const uint8_t*>(a.kv->k_cache) + (slot * a.n_kv_heads + k.kvh) * a.k_row;
+}
+const uint8_t* ValueRow(const Args& a, const Task& k, int64_t slot) {
+  return static_cast<const uint8_t*>(a.kv->v_cache) + (slot * a.n_kv_heads + k.kvh) * a.v_row;
+}
+
+// Scores of key `pos` (at `slot`) for every head of the task: b.s[i][pos].
+void ScoreKey(const Args& a, const Task& k, TaskBuf& b, int pos, int64_t slot) {
+  a.scores(b.q_rows.data(), k.nh, KeyRow(a, k, slot), 0, 1, a.head_dim, a.scale, b.s.data() + pos, k.n_keys);
+}
+
 void QuantizeQuery(const internal::KernelTable& tab, const Args& a, const Task& k, TaskBuf& b) {
   for (int i = 0; i < k.nh; ++i)
     b.qs[static_cast<size_t>(i)] =
@@ -101,16 +124,14 @@ void ScoreChunk(const internal::KernelTable& tab, const Args& a, const Task& k, 
   const KvBlocks& kv = *a.kv;
   ForKeys(kv, k0, k1, [&](int pos, int64_t slot) {
     const int64_t row = slot * a.kv_stride + int64_t{k.kvh} * hd;
+    if (!a.sp.progressive) ScoreKey(a, k, b, pos, slot);
     for (int i = 0; i < nh; ++i) {
-      float sc;
+      float& sc = b.s[static_cast<size_t>(i) * k.n_keys + pos];
       if (a.sp.progressive) {
         const float ks = kv.k_i8_scale[slot * a.n_kv_heads + k.kvh];
         sc = static_cast<float>(tab.dot_i8(kv.k_i8 + row, b.q8.data() + i * hd, hd)) *
              (b.qs[static_cast<size_t>(i)] * ks) * a.scale;
-      } else {
-        sc = tab.dot_f32(QueryRow(a, k, i), kv.k_cache + row, hd) * a.scale;
       }
-      b.s[static_cast<size_t>(i) * k.n_keys + pos] = sc;
       cmax[i] = std::max(cmax[i], sc);
     }
   });
@@ -119,10 +140,10 @@ void ScoreChunk(const internal::KernelTable& tab, const Args& a, const Task& k, 
 }
 
 // Phase 2 (progressive): rows where some head's INT8 score is within the margin of its max
-// (mhat) are read in f32 and every head of the group takes the f32 score.
+// (mhat) are read in their stored type and every head of the group takes that score.
 void RecomputeChunk(const internal::KernelTable& tab, const Args& a, const Task& k, TaskBuf& b, int c,
                     const float* mhat, AttentionSparseCounts& cnt) {
-  const int hd = a.head_dim, nh = k.nh;
+  const int nh = k.nh;
   const int k0 = c * kKvChunk, k1 = std::min(k.n_keys, k0 + kKvChunk);
   float* cmax = b.cmax.data() + static_cast<size_t>(c) * nh;
   std::fill(cmax, cmax + nh, -std::numeric_limits<float>::infinity());
@@ -131,9 +152,7 @@ void RecomputeChunk(const internal::KernelTable& tab, const Args& a, const Task&
     for (int i = 0; i < nh && !need; ++i)
       need = b.s[static_cast<size_t>(i) * k.n_keys + pos] >= mhat[i] - a.sp.progressive_margin;
     if (need) {
-      const float* krow = a.kv->k_cache + slot * a.kv_stride + int64_t{k.kvh} * hd;
-      for (int i = 0; i < nh; ++i)
-        b.s[static_cast<size_t>(i) * k.n_keys + pos] = tab.dot_f32(QueryRow(a, k, i), krow, hd) * a.scale;
+      ScoreKey(a, k, b, pos, slot);
       ++cnt.k_rows_f32;
     }
     for (int i = 0; i < nh; ++i) cmax[i] = std::max(cmax[i], b.s[static_cast<size_t>(i) * k.n_keys + pos]);
@@ -157,6 +176,8 @@ void ValueChunk(const internal::KernelTable& tab, const Args& a, const Task& k, 
   const int hd = a.head_dim, nh = k.nh;
   const int k0 = c * kKvChunk, k1 = std::min(k.n_keys, k0 + kKvChunk);
   std::fill(acc, acc + static_cast<int64_t>(nh) * hd, 0.f);
+  float** acc_rows = b.acc_rows.data() + static_cast<size_t>(c) * nh;
+  for (int i = 0; i < nh; ++i) acc_rows[i] = acc + int64_t{i} * hd;
   ForKeys(*a.kv, k0, k1, [&](int pos, int64_t slot) {
     bool need = false;
     for (int i = 0; i < nh && !need; ++i)  // p below T * L is a weight below T
@@ -166,9 +187,7 @@ void ValueChunk(const internal::KernelTable& tab, const Args& a, const Task& k, 
       ++cnt.v_rows_skipped;
       return;
     }
-    const float* v = a.kv->v_cache + slot * a.kv_stride + int64_t{k.kvh} * hd;
-    for (int i = 0; i < nh; ++i)
-      tab.axpy(b.s[static_cast<size_t>(i) * k.n_keys + pos], v, acc + int64_t{i} * hd, hd);
+    a.pv(b.s.data() + pos, k.n_keys, nh, ValueRow(a, k, slot), 0, 1, hd, acc_rows);
   });
   cnt.v_rows += k1 - k0;
 }
@@ -205,6 +224,7 @@ void Finish(const internal::KernelTable& tab, const Args& a, const Task& k, Task
 void RunTask(const internal::KernelTable& tab, const Args& a, const Task& k, TaskBuf& b,
              AttentionSparseCounts& cnt) {
   b.Resize(k, a.head_dim);
+  for (int i = 0; i < k.nh; ++i) b.q_rows[static_cast<size_t>(i)] = QueryRow(a, k, i);
   const int nc = k.NumChunks();
   if (a.sp.progressive) QuantizeQuery(tab, a, k, b);
   for (int c = 0; c < nc; ++c) ScoreChunk(tab, a, k, b, c, cnt);
@@ -228,8 +248,21 @@ void AttentionSparse(const float* q, int n_q, const int32_t* q_pos, int n_heads,
                      AttentionSparseCounts* counts, ThreadPool* pool) {
   if (n_q <= 0 || n_heads <= 0) return;
   const internal::KernelTable& tab = internal::Table();
-  const Args a{q,          q_pos, n_heads, head_dim, static_cast<int64_t>(n_kv_heads) * head_dim,
-               n_kv_heads, scale, &kv,     sparsity, out};
+  FERRY_CHECK(KvTypeFits(kv.k_type, head_dim) && KvTypeFits(kv.v_type, head_dim));
+  const Args a{q,
+               q_pos,
+               n_heads,
+               head_dim,
+               static_cast<int64_t>(n_kv_heads) * head_dim,
+               static_cast<int64_t>(KvRowBytes(kv.k_type, head_dim)),
+               static_cast<int64_t>(KvRowBytes(kv.v_type, head_dim)),
+               tab.attn_scores[static_cast<int>(kv.k_type)],
+               tab.attn_pv[static_cast<int>(kv.v_type)],
+               n_kv_heads,
+               scale,
+               &kv,
+               sparsity,
+               out};
   // Head runs sharing one KV head.
   struct Run {
     int h0, nh, kvh;
@@ -278,6 +311,8 @@ void AttentionSparse(const float* q, int n_q, const int32_t* q_pos, int n_heads,
       const size_t ti = static_cast<size_t>(i);
       tasks[ti] = task_at(i);
       bufs[ti].Resize(tasks[ti], head_dim);
+      for (int h = 0; h < tasks[ti].nh; ++h)
+        bufs[ti].q_rows[static_cast<size_t>(h)] = QueryRow(a, tasks[ti], h);
       if (sparsity.progressive) QuantizeQuery(tab, a, tasks[ti], bufs[ti]);
     }
     const int64_t n_items = n_tasks * max_chunks;

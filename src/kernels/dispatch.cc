@@ -47,9 +47,7 @@ KernelTable MakeScalar() {
   t.dot_f32 = ref::DotF32Plain;
   t.axpy = ref::Axpy;
   t.scale = ref::Scale;
-  t.attn_scores = ref::AttnScores;
-  t.attn_pv = ref::AttnPv;
-  t.attn_softmax = ref::AttnSoftmax;
+  ref::FillAttention(t);
   t.rms_norm = ref::RmsNorm;
   t.add_rms_norm = ref::AddRmsNorm;
   t.softmax = ref::Softmax;
@@ -93,9 +91,7 @@ KernelTable MakeAvx2() {
   t.dot_f32 = avx2::DotF32Plain;
   t.axpy = avx2::Axpy;
   t.scale = avx2::Scale;
-  t.attn_scores = avx2::AttnScores;
-  t.attn_pv = avx2::AttnPv;
-  t.attn_softmax = avx2::AttnSoftmax;
+  avx2::FillAttention(t);
   t.rms_norm = avx2::RmsNorm;
   t.add_rms_norm = avx2::AddRmsNorm;
   t.softmax = avx2::Softmax;

@@ -27,6 +27,11 @@ using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 
 inline constexpr int kMaxDType = 32;  // DType values are < 32
 
+using AttnScoresFn = void (*)(const float* const* q, int n_rows, const void* k, int64_t k_stride, int n_keys,
+                              int head_dim, float scale, float* s, int ld_s);
+using AttnPvFn = void (*)(const float* p, int ld_p, int n_rows, const void* v, int64_t v_stride, int n_keys,
+                          int head_dim, float* const* acc);
+
 struct KernelTable {
   Isa isa;
   DotFn dot[kMaxDType];                // indexed by weight DType; null when unsupported
@@ -36,19 +41,20 @@ struct KernelTable {
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*scale)(float* y, float a, int64_t n);
-  // Attention micro-kernels (attention.cc). Row r's results depend only on its own inputs and
+  // Attention micro-kernels (attention.cc), one per KV storage type (kernels/kv_row.h: f32,
+  // f16, bf16, q8_0, q4_0), each reading K/V rows in their stored type and dequantizing them
+  // in registers (KvValue's values exactly). Row r's results depend only on its own inputs and
   // n_keys, never on n_rows or the other rows: a (query, head) gets the same bits whatever
   // query tile or head group it is computed in.
-  //   q: [n_rows] pointers to head_dim floats; k, v: n_keys rows of head_dim floats at k_stride /
-  //   v_stride floats apart; s, p: [n_rows, ld_s / ld_p]; acc: [n_rows] pointers to head_dim floats.
+  //   q: [n_rows] pointers to head_dim floats; k, v: n_keys head rows (KvRowBytes(type,
+  //   head_dim) bytes each) at k_stride / v_stride bytes apart; s, p: [n_rows, ld_s / ld_p];
+  //   acc: [n_rows] pointers to head_dim floats.
   // s[r][j] = scale * (q[r] . k[j]), each dot summed over d in a fixed order.
-  void (*attn_scores)(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys,
-                      int head_dim, float scale, float* s, int ld_s);
+  AttnScoresFn attn_scores[kMaxDType];  // indexed by the K type; null unless IsKvType
   // acc[r][d] += sum_j p[r][j] * v[j][d], added key by key, j = 0, 1, ... A zero p leaves acc
   // unchanged (unless acc is -0, which attention's accumulators starting at +0 never are), so
   // a key masked with p = 0 costs no bits.
-  void (*attn_pv)(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys,
-                  int head_dim, float* const* acc);
+  AttnPvFn attn_pv[kMaxDType];  // indexed by the V type
   // One row's online-softmax step over its n >= 1 scores s[0..n) of a key tile: m' = max(*m,
   // max_j s[j]); s[j] = exp(s[j] - m'), s[n..n_tile) = 0; *tile_sum = sum of the new s[0..n)
   // (order fixed by n); *m = m'. Returns exp(old m - m'), the factor for the row's acc and sum

@@ -151,11 +151,13 @@ void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const f
 
 // ---- Attention ------------------------------------------------------------------------
 // K/V for one sequence and one layer, stored in fixed-size blocks:
-//   k_cache, v_cache: [num_blocks, block_size, n_kv_heads, head_dim] f32
+//   k_cache, v_cache: [num_blocks, block_size, n_kv_heads, head row] where a head row is
+//     head_dim values of k_type / v_type (kernels/kv_row.h: f32, f16, bf16, or q8_0 / q4_0
+//     blocks of 32 along head_dim: KvRowBytes(type, head_dim) bytes)
 //   block_table[i]: physical block holding logical tokens [i*block_size, (i+1)*block_size)
 struct KvBlocks {
-  const float* k_cache;
-  const float* v_cache;
+  const void* k_cache;
+  const void* v_cache;
   const int32_t* block_table;
   int32_t block_size;
   // Optional INT8 copy of K (progressive attention), same block table; null when absent:
@@ -163,6 +165,8 @@ struct KvBlocks {
   //   n_kv_heads]; key row = k_i8 * scale, quantized by QuantizeActInt8 (dynamic scale).
   const int8_t* k_i8 = nullptr;
   const float* k_i8_scale = nullptr;
+  DType k_type = DType::kF32;
+  DType v_type = DType::kF32;
 };
 
 // Causal attention of n_q query tokens of one sequence against its cached keys:

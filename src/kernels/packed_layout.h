@@ -22,7 +22,9 @@ inline constexpr int64_t kPackRows = 8;
 //   fp16 d | u8 z | u8 reserved (0) | qs[G/2]
 // where within each 32-element sub-block k: qs[16k + i] = q[32k + i] | q[32k + 16 + i] << 4
 // (the q4_0 nibble order per sub-block).
-inline constexpr size_t Int4GroupBytes(int64_t group) { return 4 + static_cast<size_t>(group) / 2; }
+inline constexpr size_t Int4GroupBytes(int64_t group) {
+  return 4 + static_cast<size_t>(group) / 2;
+}
 inline constexpr int64_t kInt4Group = 128;  // the group of DType::kI4G128
 static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc table)");
 
@@ -52,9 +54,7 @@ struct PackedShape {
   size_t RowGroupBytes() const { return QsBytes() + ScaleBytes(); }
   size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
   // Bytes of one row in the stored (unpacked) format.
-  size_t SrcRowBytes() const {
-    return is_int4() ? FerryInt4RowBytes(group, n_in) : RowBytes(type, n_in);
-  }
+  size_t SrcRowBytes() const { return is_int4() ? FerryInt4RowBytes(group, n_in) : RowBytes(type, n_in); }
 };
 
 // One token's activations for the packed kernels: q8_0 quantized with llama.cpp's x86
@@ -66,7 +66,9 @@ struct PackedAct {
   const int32_t* s;
 };
 // A row whose n_in is not a multiple of 32 (ragged int4 rows) is zero-padded to whole blocks.
-inline size_t PackedActBytes(int64_t n_in) { return static_cast<size_t>((n_in + 31) / 32) * 40; }
+inline size_t PackedActBytes(int64_t n_in) {
+  return static_cast<size_t>((n_in + 31) / 32) * 40;
+}
 inline PackedAct PackedActAt(const void* base, int64_t n_in) {
   const auto* p = static_cast<const uint8_t*>(base);
   const int64_t nb = (n_in + 31) / 32;
@@ -76,14 +78,19 @@ inline PackedAct PackedActAt(const void* base, int64_t n_in) {
 
 // Most tokens one micro-kernel call handles (weights unpacked once, used kMaxTileTokens times).
 inline constexpr int kMaxTileTokens = 4;
+// Most row groups one call handles: the 512-bit kernels hold two 8-row groups per register
+// (a group's 32-byte load in each half; the activation broadcast serves both).
+inline constexpr int kMaxTileGroups = 2;
 
-// Micro-kernel over one packed row group and nt (1..kMaxTileTokens) tokens:
-//   y[t][r] = sum_b fma-chain of (d_w[r,b] * d_x[t,b]) * float(isum[t,r,b]), r < 8,
-// accumulated block by block in order into one float per (t, r), whatever nt is: the result
-// for a token is bit-identical in any tile (batch invariance) and equal to the scalar twin.
+// Micro-kernel over n_grp (1..kMaxTileGroups) consecutive packed row groups (group i at
+// grp + i * shape.RowGroupBytes()) and nt (1..kMaxTileTokens) tokens; y[t]: [8 * n_grp]:
+//   y[t][r] = sum_b fma-chain of (d_w[r,b] * d_x[t,b]) * float(isum[t,r,b]),
+// accumulated block by block in order into one float per (t, r), whatever nt or n_grp is:
+// the result for a token is bit-identical in any tile (batch invariance) and equal to the
+// scalar twin.
 //   isum = sum_i q[r,i] * x[t,i] - z[r] * s[t,b]   (z = 8 for q4_0, 0 for q8_0, stored for int4)
-using PackedTileFn = void (*)(const uint8_t* group, const PackedShape& shape, const PackedAct* act, int nt,
-                              float* const* y);
+using PackedTileFn = void (*)(const uint8_t* grp, const PackedShape& shape, const PackedAct* act, int nt,
+                              int n_grp, float* const* y);
 
 // Shape of [n_out, n_in] weights of type t. int4_group only matters for int4_g128 (a test hook
 // for other group sizes); int4_g32/int4_g64 always use their own group.
@@ -92,7 +99,8 @@ PackedShape MakePackedShape(DType t, int64_t n_out, int64_t n_in, int64_t int4_g
 // the stored rows then use Int4GroupBytes(int4_group) per group): kernels and tests only.
 void PackWeightsGroup(DType t, const void* w, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst,
                       ThreadPool* pool);
-void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst);
+void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in, int64_t int4_group,
+                        void* dst);
 void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in, int64_t int4_group,
                        const float* x, int64_t n_tok, float* y, ThreadPool* pool);
 // One token's f32 activations [n_in] -> PackedAct planes at dst [PackedActBytes(n_in)].

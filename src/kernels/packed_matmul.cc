@@ -76,24 +76,28 @@ void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in,
 
   const auto* wb = static_cast<const uint8_t*>(packed);
   const size_t grp_bytes = sh.RowGroupBytes();
-  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / grp_bytes));
+  // Whole pairs of groups per chunk, so the 512-bit kernels (two groups a call) stay paired.
+  const int64_t chunk =
+      std::max<int64_t>(kMaxTileGroups, static_cast<int64_t>(kChunkBytes / grp_bytes) & ~int64_t{1});
   const int64_t full_groups = n_out / kPackRows;
   auto groups = [&](int64_t g0, int64_t g1) {
     PackedAct act[kMaxTileTokens];
     float* yp[kMaxTileTokens];
-    float tail[kMaxTileTokens][kPackRows];  // outputs of a zero-padded last group
+    float tail[kMaxTileTokens][kMaxTileGroups * kPackRows];  // outputs of a zero-padded last group
     for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
       const int64_t c1 = std::min(g1, c0 + chunk);
       for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxTileTokens) {
         const int nt = static_cast<int>(std::min<int64_t>(kMaxTileTokens, n_tok - t0));
         for (int i = 0; i < nt; ++i) act[i] = PackedActAt(act_buf + (t0 + i) * act_row, n_in);
-        for (int64_t g = c0; g < c1; ++g) {
-          const bool full = g < full_groups;
+        for (int64_t g = c0; g < c1; g += kMaxTileGroups) {
+          const int n_grp = static_cast<int>(std::min<int64_t>(kMaxTileGroups, c1 - g));
+          const bool full = g + n_grp <= full_groups;
           for (int i = 0; i < nt; ++i) yp[i] = full ? y + (t0 + i) * n_out + g * kPackRows : tail[i];
-          tab.packed_tile(wb + static_cast<size_t>(g) * grp_bytes, sh, act, nt, yp);
+          tab.packed_tile(wb + static_cast<size_t>(g) * grp_bytes, sh, act, nt, n_grp, yp);
           if (!full) {
             for (int i = 0; i < nt; ++i)
-              for (int64_t r = 0; g * kPackRows + r < n_out; ++r) y[(t0 + i) * n_out + g * kPackRows + r] = tail[i][r];
+              for (int64_t r = 0; r < n_grp * kPackRows && g * kPackRows + r < n_out; ++r)
+                y[(t0 + i) * n_out + g * kPackRows + r] = tail[i][r];
           }
         }
       }

@@ -242,18 +242,16 @@ void SparseAttention::ForwardPrunedLayer(const SparsityOptions& o, const ModelCo
     kernels::Rope(r, kq, c.head_dim, c.rot_dim, pos, inv_freq, c.rope_neox);
     kernels::Rope(r + qd, kkv, c.head_dim, c.rot_dim, pos, inv_freq, c.rope_neox);
     std::copy_n(r, qd, q + i * qd);
-    float* kslot = kv.KeySlot(l, seq, slot);
-    float* vslot = kv.ValueSlot(l, seq, slot);
     for (int j = 0; j < kkv; ++j) {
-      const int64_t g = p.kept_kv[static_cast<size_t>(j)];
-      std::copy_n(r + qd + j * hd, hd, kslot + g * hd);
-      std::copy_n(r + qd + (kkv + j) * hd, hd, vslot + g * hd);
+      const int32_t g = p.kept_kv[static_cast<size_t>(j)];
+      kv.StoreKeyHead(l, seq, slot, g, r + qd + j * hd);
+      kv.StoreValueHead(l, seq, slot, g, r + qd + (kkv + j) * hd);
     }
     if (int8_t* k8 = kv.KeySlotInt8(l, seq, slot)) {
       float* ks = kv.KeyScaleSlot(l, seq, slot);
       for (int j = 0; j < kkv; ++j) {
         const int64_t g = p.kept_kv[static_cast<size_t>(j)];
-        ks[g] = kernels::QuantizeActInt8(kslot + g * hd, c.head_dim, 0.f, k8 + g * hd);
+        ks[g] = kernels::QuantizeActInt8(r + qd + j * hd, c.head_dim, 0.f, k8 + g * hd);
       }
     }
   }

@@ -1,7 +1,8 @@
 // Int8KeyCopy: progressive attention's INT8 copy of a KV cache's keys (model/attention_sparsity.h).
-// It mirrors the cache's f32 key buffer element for element, so an offset into the keys is
-// the same offset here, and every copy the cache makes of its keys (copy-on-write, compaction)
-// is made here too. One f32 scale per head_dim-long row.
+// It holds one int8 per key value in the cache's slot order ([slots, n_kv_heads, head_dim],
+// whatever type the keys are stored in: model/kv_storage.h addresses it by slot * n_kv_heads *
+// head_dim), and every copy the cache makes of its keys (copy-on-write, compaction) is made
+// here too. One f32 scale per head_dim-long row.
 #pragma once
 
 #include <cstddef>

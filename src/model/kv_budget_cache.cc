@@ -13,7 +13,7 @@ StatusOr<std::unique_ptr<BudgetKvCache>> BudgetKvCache::Create(int32_t n_layers,
                                                                int32_t max_seq_len, int32_t max_batch,
                                                                int32_t n_kv_heads, int32_t head_dim,
                                                                const KvBudgetConfig& config,
-                                                               SparsityStats* stats) {
+                                                               SparsityStats* stats, const KvCacheTypes& types) {
   if (n_layers <= 0 || n_seqs <= 0 || max_seq_len <= 0 || max_batch <= 0 || n_kv_heads <= 0 ||
       head_dim <= 0 || config.block_size <= 0)
     return InvalidArgumentError("budgeted KV cache dimensions must be positive");
@@ -22,7 +22,6 @@ StatusOr<std::unique_ptr<BudgetKvCache>> BudgetKvCache::Create(int32_t n_layers,
   c->config_ = config;
   c->n_layers_ = n_layers;
   c->block_size_ = config.block_size;
-  c->row_ = n_kv_heads * head_dim;
   c->max_seq_len_ = max_seq_len;
   c->max_batch_ = max_batch;
   // Between passes a sequence holds <= budget tokens; a pass appends <= max_batch more.
@@ -30,44 +29,31 @@ StatusOr<std::unique_ptr<BudgetKvCache>> BudgetKvCache::Create(int32_t n_layers,
       (std::min<int64_t>(int64_t{config.budget} + max_batch, max_seq_len) + config.block_size - 1) /
       config.block_size;
   c->num_blocks_ = static_cast<int32_t>(per_seq * n_seqs);
-  const size_t bytes = c->BlockBytes() / 2 * static_cast<size_t>(c->num_blocks_);
-  try {
-    c->k_ = AlignedBuffer(bytes);
-    c->v_ = AlignedBuffer(bytes);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("cannot allocate a budgeted KV cache of 2 x {} MiB; lower --kv-budget",
-                                  bytes >> 20);
-  }
+  FERRY_RETURN_IF_ERROR(c->kv_.Allocate(static_cast<size_t>(n_layers) * c->num_blocks_ * c->block_size_,
+                                        n_kv_heads, head_dim, types, "a budgeted KV cache", "--kv-budget"));
   c->seqs_.resize(static_cast<size_t>(n_seqs));
   for (int32_t b = c->num_blocks_; b-- > 0;) c->free_.push_back(b);
   c->stats_ = stats;
   return c;
 }
 
-size_t BudgetKvCache::RowOffset(int32_t layer, const Seq& s, int32_t slot) const {
+size_t BudgetKvCache::RowSlot(int32_t layer, const Seq& s, int32_t slot) const {
   FERRY_CHECK(slot >= 0 && static_cast<size_t>(slot / block_size_) < s.table.size() && layer >= 0 &&
               layer < n_layers_);
   const size_t block = static_cast<size_t>(s.table[static_cast<size_t>(slot / block_size_)]);
-  return ((static_cast<size_t>(layer) * num_blocks_ + block) * block_size_ + slot % block_size_) * row_;
+  return (static_cast<size_t>(layer) * num_blocks_ + block) * block_size_ + slot % block_size_;
 }
 
-size_t BudgetKvCache::Offset(int32_t layer, int32_t seq, int32_t slot) const {
+size_t BudgetKvCache::SlotIndex(int32_t layer, int32_t seq, int32_t slot) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
   FERRY_CHECK(slot < s.kept.size());
-  return RowOffset(layer, s, slot);
-}
-
-float* BudgetKvCache::KeySlot(int32_t layer, int32_t seq, int32_t slot) {
-  return k_.as<float>() + Offset(layer, seq, slot);
-}
-float* BudgetKvCache::ValueSlot(int32_t layer, int32_t seq, int32_t slot) {
-  return v_.as<float>() + Offset(layer, seq, slot);
+  return RowSlot(layer, s, slot);
 }
 
 kernels::KvBlocks BudgetKvCache::View(int32_t layer, int32_t seq) const {
-  const size_t layer_off = static_cast<size_t>(layer) * num_blocks_ * block_size_ * row_;
-  return kernels::KvBlocks{k_.as<float>() + layer_off, v_.as<float>() + layer_off,
-                           seqs_[static_cast<size_t>(seq)].table.data(), block_size_};
+  kernels::KvBlocks view{nullptr, nullptr, seqs_[static_cast<size_t>(seq)].table.data(), block_size_};
+  kv_.Attach(view, static_cast<size_t>(layer) * num_blocks_ * block_size_);
+  return view;
 }
 
 void BudgetKvCache::ResizeBlocks(Seq& s, int32_t n_tokens) {
@@ -163,17 +149,11 @@ void BudgetKvCache::EndForward(const ForwardBatch& b) {
 void BudgetKvCache::Evict(int32_t seq) {
   Seq& s = seqs_[static_cast<size_t>(seq)];
   const int32_t n = s.kept.size();
-  const size_t row_bytes = static_cast<size_t>(row_) * sizeof(float);
   // Moves read slots >= the new size: their blocks are freed only after the copies.
   const std::vector<SlotMove> moves = EvictOverBudget(s.kept, s.next_pos, config_);
   const int32_t new_n = s.kept.size();
   for (const SlotMove& m : moves)
-    for (int32_t l = 0; l < n_layers_; ++l) {
-      std::memcpy(k_.as<float>() + RowOffset(l, s, m.to), k_.as<float>() + RowOffset(l, s, m.from),
-                  row_bytes);
-      std::memcpy(v_.as<float>() + RowOffset(l, s, m.to), v_.as<float>() + RowOffset(l, s, m.from),
-                  row_bytes);
-    }
+    for (int32_t l = 0; l < n_layers_; ++l) kv_.CopySlots(RowSlot(l, s, m.to), RowSlot(l, s, m.from), 1);
   evicted_ += n - new_n;
   if (stats_) stats_->kv_evicted_tokens += n - new_n;
   s.new_slot0 = new_n;
@@ -181,18 +161,18 @@ void BudgetKvCache::Evict(int32_t seq) {
 }
 
 StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs, int32_t max_seq_len,
-                                                    int32_t max_batch) {
+                                                    int32_t max_batch, const KvCacheTypes& types) {
   const ModelConfig& c = model.config();
   const SparsityOptions& o = model.sparsity();
   FERRY_ASSIGN_OR_RETURN(std::optional<KvBudgetConfig> budget, KvBudgetFromOptions(o));
   if (budget) {
     FERRY_ASSIGN_OR_RETURN(auto cache,
                            BudgetKvCache::Create(c.n_layers, n_seqs, max_seq_len, max_batch, c.n_kv_heads,
-                                                 c.head_dim, *budget, &model.mutable_sparsity_stats()));
+                                                 c.head_dim, *budget, &model.mutable_sparsity_stats(), types));
     return std::unique_ptr<KvCache>(std::move(cache));
   }
   FERRY_ASSIGN_OR_RETURN(ContiguousKvCache cache, ContiguousKvCache::Create(c.n_layers, n_seqs, max_seq_len,
-                                                                            c.n_kv_heads, c.head_dim));
+                                                                            c.n_kv_heads, c.head_dim, types));
   return std::unique_ptr<KvCache>(std::make_unique<ContiguousKvCache>(std::move(cache)));
 }
 

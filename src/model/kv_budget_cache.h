@@ -10,7 +10,6 @@
 #include <memory>
 #include <vector>
 
-#include "base/aligned_buffer.h"
 #include "base/status.h"
 #include "model/kv_budget_policy.h"
 #include "model/kv_cache.h"
@@ -27,12 +26,11 @@ class BudgetKvCache final : public KvCache {
   static StatusOr<std::unique_ptr<BudgetKvCache>> Create(int32_t n_layers, int32_t n_seqs,
                                                          int32_t max_seq_len, int32_t max_batch,
                                                          int32_t n_kv_heads, int32_t head_dim,
-                                                         const KvBudgetConfig& config, SparsityStats* stats);
+                                                         const KvBudgetConfig& config, SparsityStats* stats,
+                                                         const KvCacheTypes& types = {});
 
   int32_t MaxSeqLen() const override { return max_seq_len_; }
   int32_t NumSeqs() const override { return static_cast<int32_t>(seqs_.size()); }
-  float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
-  float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
   kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
   Status BeginForward(const ForwardBatch& batch) override;
   int32_t Slot(int32_t seq, int32_t pos) const override;
@@ -55,9 +53,13 @@ class BudgetKvCache final : public KvCache {
   }
   int64_t EvictedTokens() const { return evicted_; }
   size_t BlockBytes() const {
-    return 2 * static_cast<size_t>(n_layers_) * block_size_ * row_ * sizeof(float);
+    return static_cast<size_t>(n_layers_) * block_size_ * (kv_.key_slot_bytes() + kv_.value_slot_bytes());
   }
-  size_t Bytes() const { return k_.size() + v_.size(); }
+
+ protected:
+  KvStorage& storage() override { return kv_; }
+  const KvStorage& storage() const override { return kv_; }
+  size_t SlotIndex(int32_t layer, int32_t seq, int32_t slot) const override;  // a kept slot
 
  private:
   struct Seq {
@@ -66,15 +68,14 @@ class BudgetKvCache final : public KvCache {
     int32_t next_pos = 0;                 // position of the next token to append
     int32_t new_slot0 = 0, new_pos0 = 0;  // the pass in flight: its first slot and position
   };
-  size_t Offset(int32_t layer, int32_t seq, int32_t slot) const;      // a kept slot
-  size_t RowOffset(int32_t layer, const Seq& s, int32_t slot) const;  // any slot of s's blocks
+  size_t RowSlot(int32_t layer, const Seq& s, int32_t slot) const;  // any slot of s's blocks
   void Reset(int32_t seq);
   void ResizeBlocks(Seq& s, int32_t n_tokens);
   void Evict(int32_t seq);
 
   KvBudgetConfig config_;
-  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0, max_seq_len_ = 0, max_batch_ = 0;
-  AlignedBuffer k_, v_;        // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
+  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, max_seq_len_ = 0, max_batch_ = 0;
+  KvStorage kv_;               // [n_layers, num_blocks, block_size] token slots
   std::vector<Seq> seqs_;      // [n_seqs]
   std::vector<int32_t> free_;  // free physical blocks (LIFO)
   int64_t evicted_ = 0;
@@ -82,8 +83,9 @@ class BudgetKvCache final : public KvCache {
 };
 
 // The KV cache a single-sequence-slot caller (ferry run / ppl / bench) should use for `model`'s
-// sparsity options: a contiguous cache, or a BudgetKvCache reporting into the model's stats.
+// sparsity options: a contiguous cache, or a BudgetKvCache reporting into the model's stats,
+// storing K/V as `types`.
 StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs, int32_t max_seq_len,
-                                                    int32_t max_batch);
+                                                    int32_t max_batch, const KvCacheTypes& types = {});
 
 }  // namespace ferry

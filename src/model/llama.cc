@@ -276,10 +276,10 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
         kernels::Rope(q + i * q_dim, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
         kernels::Rope(k + i * kv_dim, c.n_kv_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(),
                       c.rope_neox);
-        std::copy_n(k + i * kv_dim, kv_dim, kv.KeySlot(l, seq, slots[static_cast<size_t>(i)]));
+        kv.StoreKey(l, seq, slots[static_cast<size_t>(i)], k + i * kv_dim);
         SparseAttention::CopyKeyInt8(kv, l, seq, slots[static_cast<size_t>(i)], k + i * kv_dim, c.n_kv_heads,
                                      c.head_dim);
-        std::copy_n(v + i * kv_dim, kv_dim, kv.ValueSlot(l, seq, slots[static_cast<size_t>(i)]));
+        kv.StoreValue(l, seq, slots[static_cast<size_t>(i)], v + i * kv_dim);
       }
       auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* p) {
         const int32_t seq = b.seq_ids[static_cast<size_t>(r.begin)];

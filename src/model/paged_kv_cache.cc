@@ -1,19 +1,17 @@
 #include "model/paged_kv_cache.h"
 
-#include <cstring>
-#include <new>
-
 #include "base/check.h"
 
 namespace ferry {
 
-size_t PagedKvCache::BlockBytes(int32_t n_layers, int32_t block_size, int32_t n_kv_heads, int32_t head_dim) {
-  return 2 * static_cast<size_t>(n_layers) * block_size * n_kv_heads * head_dim * sizeof(float);
+size_t PagedKvCache::BlockBytes(int32_t n_layers, int32_t block_size, int32_t n_kv_heads, int32_t head_dim,
+                                const KvCacheTypes& types) {
+  return static_cast<size_t>(n_layers) * block_size * KvStorage::SlotBytes(n_kv_heads, head_dim, types);
 }
 
 StatusOr<PagedKvCache> PagedKvCache::Create(int32_t n_layers, int32_t num_blocks, int32_t block_size,
                                             int32_t n_kv_heads, int32_t head_dim, int32_t n_slots,
-                                            int32_t max_seq_len) {
+                                            int32_t max_seq_len, const KvCacheTypes& types) {
   if (n_layers <= 0 || num_blocks <= 0 || block_size <= 0 || n_kv_heads <= 0 || head_dim <= 0 ||
       n_slots <= 0 || max_seq_len <= 0)
     return InvalidArgumentError("paged KV cache dimensions must be positive");
@@ -21,43 +19,26 @@ StatusOr<PagedKvCache> PagedKvCache::Create(int32_t n_layers, int32_t num_blocks
   c.n_layers_ = n_layers;
   c.num_blocks_ = num_blocks;
   c.block_size_ = block_size;
-  c.row_ = n_kv_heads * head_dim;
-  c.head_dim_ = head_dim;
   c.max_seq_len_ = max_seq_len;
-  size_t bytes = BlockBytes(n_layers, block_size, n_kv_heads, head_dim) / 2 * static_cast<size_t>(num_blocks);
-  try {
-    c.k_ = AlignedBuffer(bytes);
-    c.v_ = AlignedBuffer(bytes);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("cannot allocate a paged KV cache of 2 x {} MiB; lower --kv-cache-memory",
-                                  bytes >> 20);
-  }
+  FERRY_RETURN_IF_ERROR(c.kv_.Allocate(static_cast<size_t>(n_layers) * num_blocks * block_size, n_kv_heads,
+                                       head_dim, types, "a paged KV cache", "--kv-cache-memory"));
   c.tables_.resize(static_cast<size_t>(n_slots));
   c.slot_shift_.assign(static_cast<size_t>(n_slots), 0);
   c.weight_sums_.assign(static_cast<size_t>(n_slots), nullptr);
   return c;
 }
 
-size_t PagedKvCache::Offset(int32_t layer, int32_t seq, int32_t pos) const {
+size_t PagedKvCache::SlotIndex(int32_t layer, int32_t seq, int32_t pos) const {
   const auto& table = tables_[static_cast<size_t>(seq)];
   FERRY_DCHECK(layer >= 0 && layer < n_layers_ && pos >= 0);
   FERRY_CHECK(static_cast<size_t>(pos / block_size_) < table.size());
   const size_t block = static_cast<size_t>(table[static_cast<size_t>(pos / block_size_)]);
-  return ((static_cast<size_t>(layer) * num_blocks_ + block) * block_size_ + pos % block_size_) * row_;
-}
-
-float* PagedKvCache::KeySlot(int32_t layer, int32_t seq, int32_t pos) {
-  return k_.as<float>() + Offset(layer, seq, pos);
-}
-float* PagedKvCache::ValueSlot(int32_t layer, int32_t seq, int32_t pos) {
-  return v_.as<float>() + Offset(layer, seq, pos);
+  return (static_cast<size_t>(layer) * num_blocks_ + block) * block_size_ + pos % block_size_;
 }
 
 kernels::KvBlocks PagedKvCache::View(int32_t layer, int32_t seq) const {
-  const size_t layer_off = static_cast<size_t>(layer) * num_blocks_ * block_size_ * row_;
-  kernels::KvBlocks view{k_.as<float>() + layer_off, v_.as<float>() + layer_off,
-                         tables_[static_cast<size_t>(seq)].data(), block_size_};
-  k_i8_.Attach(view, layer_off);
+  kernels::KvBlocks view{nullptr, nullptr, tables_[static_cast<size_t>(seq)].data(), block_size_};
+  kv_.Attach(view, static_cast<size_t>(layer) * num_blocks_ * block_size_);
   return view;
 }
 
@@ -76,24 +57,15 @@ void PagedKvCache::SetKeptLayout(int32_t slot, int32_t shift, float* weight_sums
 }
 
 void PagedKvCache::MoveRow(int32_t slot, int32_t from, int32_t to) {
-  const size_t row_bytes = static_cast<size_t>(row_) * sizeof(float);
-  for (int32_t l = 0; l < n_layers_; ++l) {
-    std::memcpy(k_.as<float>() + Offset(l, slot, to), k_.as<float>() + Offset(l, slot, from), row_bytes);
-    std::memcpy(v_.as<float>() + Offset(l, slot, to), v_.as<float>() + Offset(l, slot, from), row_bytes);
-    k_i8_.Copy(Offset(l, slot, to), Offset(l, slot, from), static_cast<size_t>(row_));
-  }
+  for (int32_t l = 0; l < n_layers_; ++l) kv_.CopySlots(SlotIndex(l, slot, to), SlotIndex(l, slot, from), 1);
 }
 
 void PagedKvCache::CopyBlock(int32_t src, int32_t dst) {
   FERRY_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
-  const size_t block_floats = static_cast<size_t>(block_size_) * row_;
+  const size_t bs = static_cast<size_t>(block_size_);
   for (int32_t l = 0; l < n_layers_; ++l) {
-    const size_t base = static_cast<size_t>(l) * num_blocks_ * block_floats;
-    std::memcpy(k_.as<float>() + base + dst * block_floats, k_.as<float>() + base + src * block_floats,
-                block_floats * sizeof(float));
-    std::memcpy(v_.as<float>() + base + dst * block_floats, v_.as<float>() + base + src * block_floats,
-                block_floats * sizeof(float));
-    k_i8_.Copy(base + dst * block_floats, base + src * block_floats, block_floats);
+    const size_t base = static_cast<size_t>(l) * num_blocks_ * bs;
+    kv_.CopySlots(base + dst * bs, base + src * bs, bs);
   }
 }
 

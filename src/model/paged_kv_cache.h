@@ -7,27 +7,24 @@
 #include <span>
 #include <vector>
 
-#include "base/aligned_buffer.h"
 #include "base/status.h"
-#include "model/int8_key_copy.h"
 #include "model/kv_cache.h"
 
 namespace ferry {
 
 class PagedKvCache final : public KvCache {
  public:
-  // Bytes of K plus V for one block across all layers (f32).
-  static size_t BlockBytes(int32_t n_layers, int32_t block_size, int32_t n_kv_heads, int32_t head_dim);
+  // Bytes of K plus V for one block across all layers, in the given types.
+  static size_t BlockBytes(int32_t n_layers, int32_t block_size, int32_t n_kv_heads, int32_t head_dim,
+                           const KvCacheTypes& types = {});
   // n_slots: sequences one step can hold; max_seq_len: positions one sequence may reach.
   // Fails with kResourceExhausted if the allocation is too large.
   static StatusOr<PagedKvCache> Create(int32_t n_layers, int32_t num_blocks, int32_t block_size,
                                        int32_t n_kv_heads, int32_t head_dim, int32_t n_slots,
-                                       int32_t max_seq_len);
+                                       int32_t max_seq_len, const KvCacheTypes& types = {});
 
   int32_t MaxSeqLen() const override { return max_seq_len_; }
   int32_t NumSeqs() const override { return static_cast<int32_t>(tables_.size()); }
-  float* KeySlot(int32_t layer, int32_t seq, int32_t pos) override;
-  float* ValueSlot(int32_t layer, int32_t seq, int32_t pos) override;
   kernels::KvBlocks View(int32_t layer, int32_t seq) const override;
   int32_t Slot(int32_t seq, int32_t pos) const override {
     return pos + slot_shift_[static_cast<size_t>(seq)];
@@ -52,29 +49,20 @@ class PagedKvCache final : public KvCache {
 
   // Progressive attention's INT8 key copy (KvCache::EnableInt8Keys), in the same block layout
   // as K, so prefix-shared, copied-on-write and compacted blocks carry it along. Allocated on
-  // first use beside --kv-cache-memory: (head_dim + 4) / (4 * head_dim) of the K bytes.
-  Status EnableInt8Keys() override {
-    return k_i8_.Allocate(k_.size() / sizeof(float), head_dim_, "--kv-cache-memory");
-  }
-  int8_t* KeySlotInt8(int32_t layer, int32_t seq, int32_t slot) override {
-    return k_i8_.Keys(Offset(layer, seq, slot));
-  }
-  float* KeyScaleSlot(int32_t layer, int32_t seq, int32_t slot) override {
-    return k_i8_.Scales(Offset(layer, seq, slot));
-  }
+  // first use beside --kv-cache-memory: head_dim + 4 bytes per key head row.
+  Status EnableInt8Keys() override { return kv_.EnableInt8Keys("--kv-cache-memory"); }
 
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
-  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.Bytes(); }
+
+ protected:
+  KvStorage& storage() override { return kv_; }
+  const KvStorage& storage() const override { return kv_; }
+  size_t SlotIndex(int32_t layer, int32_t seq, int32_t pos) const override;
 
  private:
-  size_t Offset(int32_t layer, int32_t seq, int32_t pos) const;
-
-  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, row_ = 0,
-          max_seq_len_ = 0;  // row_ = n_kv_heads * head_dim
-  int32_t head_dim_ = 0;
-  AlignedBuffer k_, v_;                       // [n_layers, num_blocks, block_size, n_kv_heads, head_dim] f32
-  Int8KeyCopy k_i8_;                          // progressive attention's copy of k_, off unless enabled
+  int32_t n_layers_ = 0, num_blocks_ = 0, block_size_ = 0, max_seq_len_ = 0;
+  KvStorage kv_;                              // [n_layers, num_blocks, block_size] token slots
   std::vector<std::vector<int32_t>> tables_;  // [n_slots][blocks of that slot]
   std::vector<int32_t> slot_shift_;           // [n_slots] cache slot - position
   std::vector<float*> weight_sums_;           // [n_slots] H2O score accumulators or null

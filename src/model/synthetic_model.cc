@@ -16,6 +16,8 @@ namespace {
 const std::vector<ModelPreset> kPresets = {
     {"tiny", "llama", 512, 64, 2, 4, 2, 192, 512, 10000.0f, false},
     {"tiny-qwen2", "qwen2", 512, 64, 2, 4, 2, 192, 512, 1000000.0f, true},
+    // tiny with tinyllama's head_dim (64), so q8_0/q4_0 KV caches (blocks of 32 per head) fit.
+    {"tiny-hd64", "llama", 512, 256, 2, 4, 2, 512, 512, 10000.0f, false},
     {"smollm-135m", "llama", 49152, 576, 30, 9, 3, 1536, 2048, 10000.0f, true},
     {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
     // A draft for smollm-135m (speculative decoding): its vocabulary, ~8x fewer weights read per token.

@@ -23,10 +23,10 @@ struct ModelPreset {
   int32_t n_expert = 0, n_expert_used = 0, shared_ffn_dim = 0;
 };
 
-// "tiny", "tiny-qwen2", "smollm-135m", "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary); MoE:
-// "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared expert, unnormalized weights),
-// "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and "mixtral-mini-dense" (its dense
-// twin with the same total parameters: one FFN as wide as all 8 experts).
+// "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m", "tinyllama-1.1b", "smollm-draft"
+// (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared
+// expert, unnormalized weights), "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and
+// "mixtral-mini-dense" (its dense twin with the same total parameters: one FFN as wide as all 8 experts).
 const std::vector<ModelPreset>& ModelPresets();
 
 struct SyntheticModelOptions {

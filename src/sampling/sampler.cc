@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "base/check.h"
@@ -47,9 +48,47 @@ void ApplyPenalties(const SamplingParams& p, float* logits, int32_t n_vocab,
 Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(ResolveSeed(params.seed)) {
   candidates_.reserve(static_cast<size_t>(n_vocab));
+  if (params_.constraint) {
+    matcher_.emplace(params_.constraint);
+    mask_.resize(matcher_->mask_words());
+  }
+}
+
+void Sampler::ApplyConstraint(float* logits, std::span<const int32_t> history) {
+  if (!matcher_) return;
+  if (prompt_len_ < 0) prompt_len_ = static_cast<int64_t>(history.size());
+  std::span<const int32_t> generated = history.size() > static_cast<size_t>(prompt_len_)
+                                           ? history.subspan(static_cast<size_t>(prompt_len_))
+                                           : std::span<const int32_t>();
+  size_t common = 0;
+  while (common < consumed_.size() && common < generated.size() && consumed_[common] == generated[common])
+    ++common;
+  matcher_->Rollback(static_cast<int32_t>(consumed_.size() - common));
+  consumed_.resize(common);
+  bool refused = false;
+  for (size_t i = common; i < generated.size(); ++i) {
+    if (!matcher_->AcceptToken(generated[i])) {
+      refused = true;
+      break;
+    }
+    consumed_.push_back(generated[i]);
+  }
+  if (refused) {
+    std::fill(mask_.begin(), mask_.end(), 0);
+    for (int32_t t : matcher_->grammar().vocab().end_tokens())
+      mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  } else {
+    matcher_->FillMask(mask_);
+  }
+  const float kNone = -std::numeric_limits<float>::infinity();
+  int32_t n = std::min(n_vocab_, matcher_->grammar().vocab().size());
+  for (int32_t t = 0; t < n; ++t)
+    if (!((mask_[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1)) logits[t] = kNone;
+  for (int32_t t = n; t < n_vocab_; ++t) logits[t] = kNone;  // padding rows past the vocabulary
 }
 
 int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
+  ApplyConstraint(logits, history);
   ApplyPenalties(params_, logits, n_vocab_, history);
   if (params_.temperature <= 0.0f) return ArgMax(logits, n_vocab_);
   Filter(logits);
@@ -59,6 +98,7 @@ int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
 
 void Sampler::ProcessedProbs(float* logits, std::span<const int32_t> history, std::span<float> probs) {
   FERRY_CHECK(static_cast<int32_t>(probs.size()) == n_vocab_);
+  ApplyConstraint(logits, history);
   ApplyPenalties(params_, logits, n_vocab_, history);
   std::fill(probs.begin(), probs.end(), 0.0f);
   if (params_.temperature <= 0.0f) {

@@ -3,22 +3,29 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
 
+#include "constraint/matcher.h"
+
 namespace ferry {
 
 struct SamplingParams {
-  float temperature = 0.8f;  // 0 = greedy
-  int32_t top_k = 40;        // <= 0: off
-  float top_p = 0.95f;       // >= 1: off
-  float min_p = 0.05f;       // <= 0: off
-  float repeat_penalty = 1.0f;    // llama.cpp style, over the last repeat_last_n tokens
+  float temperature = 0.8f;     // 0 = greedy
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
+  float repeat_penalty = 1.0f;  // llama.cpp style, over the last repeat_last_n tokens
   int32_t repeat_last_n = 64;
   float presence_penalty = 0.0f;  // OpenAI style
   float frequency_penalty = 0.0f;
-  uint64_t seed = 0xFFFFFFFFu;    // LLAMA_DEFAULT_SEED meaning "random"; any other value is fixed
+  uint64_t seed = 0xFFFFFFFFu;  // LLAMA_DEFAULT_SEED meaning "random"; any other value is fixed
+  // Structured output: tokens the grammar does not allow next get no probability (applied
+  // before penalties, temperature and the filters). Shared by the requests that use it.
+  std::shared_ptr<const constraint::CompiledGrammar> constraint;
 };
 
 class Sampler {
@@ -42,8 +49,21 @@ class Sampler {
   // A uniform draw in [0, 1) from this sampler's RNG (speculative acceptance tests).
   double Uniform();
   bool greedy() const { return params_.temperature <= 0.0f; }
+  // With a constraint: the matcher after the generated tokens of the last call's history.
+  const constraint::Matcher* matcher() const { return matcher_ ? &*matcher_ : nullptr; }
 
  private:
+  // Brings the matcher to `history` (the prompt is the history of the first call: what
+  // follows it is generated). It rolls back over tokens that are no longer there (rejected
+  // drafts) and advances over new ones, so every caller - decode, forks, speculative
+  // drafting and verification, recompute after preemption - sees the right state without
+  // telling the sampler. Then disallowed tokens' logits become -inf; after a token the
+  // grammar refused (a rejected draft's successors), only the end tokens stay.
+  void ApplyConstraint(float* logits, std::span<const int32_t> history);
+  std::optional<constraint::Matcher> matcher_;
+  int64_t prompt_len_ = -1;
+  std::vector<int32_t> consumed_;  // generated tokens the matcher has accepted
+  std::vector<uint64_t> mask_;     // [ceil(n_vocab / 64)] scratch
   // Applies penalties and the filter chain; leaves the kept tokens in candidates_ and their
   // unnormalized tempered weights in weights_ (not called at temperature 0).
   void Filter(float* logits);

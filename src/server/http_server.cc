@@ -105,8 +105,8 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
   {
     const EngineStats s = engine->Stats();
     const int64_t kv_tokens = int64_t{s.kv_blocks} * config.engine.block_size;
-    Log(LogLevel::kInfo, "KV cache: {} tokens ({} blocks of {})", kv_tokens, s.kv_blocks,
-        config.engine.block_size);
+    Log(LogLevel::kInfo, "KV cache: {} tokens ({} blocks of {}; K {}, V {})", kv_tokens, s.kv_blocks,
+        config.engine.block_size, DTypeName(config.engine.kv_types.k), DTypeName(config.engine.kv_types.v));
     Log(LogLevel::kInfo, "maximum concurrency for {} tokens per request: {:.2f}x", max_model_len,
         static_cast<double>(kv_tokens) / max_model_len);
     if (!chat->has_model_template()) Log(LogLevel::kInfo, "no chat template in the model: chat uses ChatML");

@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(Model& 
     return InvalidArgumentError("the draft KV cache needs blocks");
   FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
                          PagedKvCache::Create(c.n_layers, kv.num_blocks, kv.block_size, c.n_kv_heads,
-                                              c.head_dim, kv.max_seqs, kv.max_seq_len));
+                                              c.head_dim, kv.max_seqs, kv.max_seq_len, kv.types));
   return std::unique_ptr<DraftModelProposer>(new DraftModelProposer(
       draft, std::move(cache), kv::KvCacheConfig{kv.num_blocks, kv.block_size, /*prefix_caching=*/false},
       pool));

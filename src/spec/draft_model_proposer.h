@@ -26,6 +26,7 @@ struct DraftKvConfig {
   int32_t block_size = 16;
   int32_t max_seqs = 64;  // sequences one step can hold
   int32_t max_seq_len = 2048;
+  KvCacheTypes types;  // the target's K/V storage types
 };
 
 class DraftModelProposer final : public Proposer {

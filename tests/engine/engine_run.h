@@ -17,6 +17,7 @@ namespace ferry::testing {
 struct EngineRun {
   std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;  // per (id, branch)
   std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;       // of finished branches
+  std::map<std::pair<RequestId, int32_t>, std::string> finish_reason;   // of finished branches
   EngineStats stats;
   int requests_finished = 0;  // outputs with request_finished
 };
@@ -42,7 +43,10 @@ inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig
     for (const RequestOutput& o : *outs) {
       auto& t = run.tokens[{o.id, o.branch}];
       t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
-      if (o.finished) run.metrics[{o.id, o.branch}] = o.metrics;
+      if (o.finished) {
+        run.metrics[{o.id, o.branch}] = o.metrics;
+        run.finish_reason[{o.id, o.branch}] = o.finish_reason;
+      }
       run.requests_finished += o.request_finished ? 1 : 0;
     }
   }

@@ -9,9 +9,9 @@
 
 namespace ferry::testing {
 
-inline StatusOr<LoadedModel> MakeTinyModel(const std::string& path) {
+inline StatusOr<LoadedModel> MakeTinyModel(const std::string& path, const std::string& preset = "tiny") {
   SyntheticModelOptions o;
-  o.preset = "tiny";
+  o.preset = preset;
   o.type = DType::kQ8_0;
   o.stddev = 0.08f;
   FERRY_RETURN_IF_ERROR(WriteSyntheticModel(path, o));

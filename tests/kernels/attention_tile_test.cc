@@ -16,77 +16,107 @@
 
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/kv_row.h"
 
 namespace ferry::kernels {
 namespace {
 
-// n_rows rows of head_dim at `stride` floats apart (stride > head_dim: rows not contiguous).
+// n rows of head_dim values stored as `type`, `stride` bytes apart (stride > the row: rows not
+// contiguous), and their values as floats (what the kernels must read: KvValue).
 struct Rows {
-  std::vector<float> data;
-  int stride;
-  const float* row(int i) const { return data.data() + static_cast<int64_t>(i) * stride; }
+  std::vector<uint8_t> data;
+  std::vector<float> values;  // [n, head_dim] dequantized
+  int64_t stride;
+  int head_dim;
+  const uint8_t* row(int i) const { return data.data() + i * stride; }
+  float value(int i, int d) const { return values[static_cast<size_t>(i) * head_dim + d]; }
 };
-Rows RandomRows(std::mt19937& rng, int n, int head_dim, int pad) {
-  return Rows{testing::RandomFloats(rng, static_cast<int64_t>(n) * (head_dim + pad) + 1), head_dim + pad};
+Rows RandomRows(std::mt19937& rng, DType type, int n, int head_dim, int pad) {
+  const int64_t row_bytes = static_cast<int64_t>(KvRowBytes(type, head_dim));
+  Rows r{std::vector<uint8_t>(static_cast<size_t>(n * (row_bytes + pad) + 8), 0xAB),
+         std::vector<float>(static_cast<size_t>(n) * head_dim), row_bytes + pad, head_dim};
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float> x = testing::RandomFloats(rng, head_dim);
+    QuantizeRow(type, x.data(), r.data.data() + i * r.stride, head_dim);
+    DequantizeRow(type, r.row(i), r.values.data() + static_cast<size_t>(i) * head_dim, head_dim);
+  }
+  return r;
 }
 
-TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependent) {
+// Head dims each type can store: q8_0/q4_0 whole blocks of 32; the others any (ragged tails).
+std::vector<int> HeadDims(DType type) {
+  if (Traits(type).block_size == 32) return {32, 64, 96, 128};
+  return {8, 33, 64, 80, 128};
+}
+
+TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType) {
   std::mt19937 rng(50);
   std::uniform_int_distribution<int> rows_d(1, 13), keys_d(1, 64);
   const internal::KernelTable& scalar = internal::TableFor(Isa::kScalar);
   for (Isa isa : testing::TestIsas()) {
     const internal::KernelTable& tab = internal::TableFor(isa);
-    for (int hd : {8, 33, 64, 80, 128}) {
-      for (int rep = 0; rep < 4; ++rep) {
-        const int nr = rows_d(rng), nk = keys_d(rng), ld = 67;
-        SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(hd) + " rows=" + std::to_string(nr) +
-                     " keys=" + std::to_string(nk));
-        const Rows q = RandomRows(rng, nr, hd, 3), k = RandomRows(rng, nk, hd, 5),
-                   v = RandomRows(rng, nk, hd, 7);
-        std::vector<const float*> qp(nr);
-        for (int r = 0; r < nr; ++r) qp[r] = q.row(r);
-        // Scores: all rows at once, each row alone, and the scalar truth.
-        std::vector<float> s(static_cast<size_t>(nr) * ld, -1.f), s1(s.size(), -1.f), want(s.size(), -1.f);
-        const float scale = 0.125f;
-        tab.attn_scores(qp.data(), nr, k.row(0), k.stride, nk, hd, scale, s.data(), ld);
-        scalar.attn_scores(qp.data(), nr, k.row(0), k.stride, nk, hd, scale, want.data(), ld);
-        for (int r = 0; r < nr; ++r)
-          tab.attn_scores(&qp[r], 1, k.row(0), k.stride, nk, hd, scale, &s1[r * ld], ld);
-        for (int r = 0; r < nr; ++r) {
-          for (int j = 0; j < ld; ++j) {
-            const float w = want[r * ld + j];
-            if (j >= nk) {
-              ASSERT_EQ(s[r * ld + j], -1.f) << "wrote past n_keys";
-              continue;
+    for (DType type : kKvTypes) {
+      const int ti = static_cast<int>(type);
+      for (int hd : HeadDims(type)) {
+        for (int rep = 0; rep < 4; ++rep) {
+          const int nr = rows_d(rng), nk = keys_d(rng), ld = 67;
+          SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(hd) +
+                       " rows=" + std::to_string(nr) + " keys=" + std::to_string(nk));
+          const std::vector<float> qd = testing::RandomFloats(rng, static_cast<int64_t>(nr) * (hd + 3));
+          const Rows k = RandomRows(rng, type, nk, hd, 5), v = RandomRows(rng, type, nk, hd, 7);
+          std::vector<const float*> qp(nr);
+          for (int r = 0; r < nr; ++r) qp[r] = qd.data() + static_cast<int64_t>(r) * (hd + 3);
+          // Scores: all rows at once, each row alone, and the scalar truth.
+          std::vector<float> s(static_cast<size_t>(nr) * ld, -1.f), s1(s.size(), -1.f), want(s.size(), -1.f);
+          const float scale = 0.125f;
+          tab.attn_scores[ti](qp.data(), nr, k.row(0), k.stride, nk, hd, scale, s.data(), ld);
+          scalar.attn_scores[ti](qp.data(), nr, k.row(0), k.stride, nk, hd, scale, want.data(), ld);
+          for (int r = 0; r < nr; ++r)
+            tab.attn_scores[ti](&qp[r], 1, k.row(0), k.stride, nk, hd, scale, &s1[r * ld], ld);
+          for (int r = 0; r < nr; ++r) {
+            for (int j = 0; j < ld; ++j) {
+              if (j >= nk) {
+                ASSERT_EQ(s[r * ld + j], -1.f) << "wrote past n_keys";
+                continue;
+              }
+              double mag = 0, exact = 0;  // the dot's rounding scale, and the dot in double
+              for (int d = 0; d < hd; ++d) {
+                mag += std::fabs(static_cast<double>(qp[r][d]) * k.value(j, d));
+                exact += static_cast<double>(qp[r][d]) * k.value(j, d);
+              }
+              ASSERT_NEAR(s[r * ld + j], want[r * ld + j], 1e-6 * mag * scale + 1e-7) << r << "," << j;
+              ASSERT_NEAR(want[r * ld + j], exact * scale, 1e-6 * mag * scale + 1e-7) << r << "," << j;
             }
-            double mag = 0;  // the dot's rounding scale
-            for (int d = 0; d < hd; ++d) mag += std::fabs(static_cast<double>(qp[r][d]) * k.row(j)[d]);
-            ASSERT_NEAR(s[r * ld + j], w, 1e-6 * mag * scale + 1e-7) << r << "," << j;
           }
-        }
-        ASSERT_EQ(0, std::memcmp(s.data(), s1.data(), s.size() * 4));
-        // P.V into accumulators that already hold values; some p exactly 0 (masked keys).
-        std::vector<float> p = testing::RandomFloats(rng, static_cast<int64_t>(nr) * ld);
-        for (auto& x : p) x = std::fabs(x) < 0.3f ? 0.f : std::fabs(x);
-        const std::vector<float> acc0 = testing::RandomFloats(rng, static_cast<int64_t>(nr) * hd);
-        std::vector<float> acc = acc0, acc1 = acc0, acc_want = acc0;
-        auto ptrs = [&](std::vector<float>& a) {
-          std::vector<float*> v(nr);
-          for (int r = 0; r < nr; ++r) v[r] = a.data() + static_cast<int64_t>(r) * hd;
-          return v;
-        };
-        auto pa = ptrs(acc), pa1 = ptrs(acc1), pw = ptrs(acc_want);
-        tab.attn_pv(p.data(), ld, nr, v.row(0), v.stride, nk, hd, pa.data());
-        scalar.attn_pv(p.data(), ld, nr, v.row(0), v.stride, nk, hd, pw.data());
-        for (int r = 0; r < nr; ++r) tab.attn_pv(&p[r * ld], ld, 1, v.row(0), v.stride, nk, hd, &pa1[r]);
-        for (int r = 0; r < nr; ++r) {
-          for (int d = 0; d < hd; ++d) {
-            double mag = std::fabs(acc0[r * hd + d]);
-            for (int j = 0; j < nk; ++j) mag += std::fabs(static_cast<double>(p[r * ld + j]) * v.row(j)[d]);
-            ASSERT_NEAR(acc[r * hd + d], acc_want[r * hd + d], 1e-6 * mag + 1e-7) << r << "," << d;
+          ASSERT_EQ(0, std::memcmp(s.data(), s1.data(), s.size() * 4));
+          // P.V into accumulators that already hold values; some p exactly 0 (masked keys).
+          std::vector<float> p = testing::RandomFloats(rng, static_cast<int64_t>(nr) * ld);
+          for (auto& x : p) x = std::fabs(x) < 0.3f ? 0.f : std::fabs(x);
+          const std::vector<float> acc0 = testing::RandomFloats(rng, static_cast<int64_t>(nr) * hd);
+          std::vector<float> acc = acc0, acc1 = acc0, acc_want = acc0;
+          auto ptrs = [&](std::vector<float>& a) {
+            std::vector<float*> out(nr);
+            for (int r = 0; r < nr; ++r) out[r] = a.data() + static_cast<int64_t>(r) * hd;
+            return out;
+          };
+          auto pa = ptrs(acc), pa1 = ptrs(acc1), pw = ptrs(acc_want);
+          tab.attn_pv[ti](p.data(), ld, nr, v.row(0), v.stride, nk, hd, pa.data());
+          scalar.attn_pv[ti](p.data(), ld, nr, v.row(0), v.stride, nk, hd, pw.data());
+          for (int r = 0; r < nr; ++r)
+            tab.attn_pv[ti](&p[r * ld], ld, 1, v.row(0), v.stride, nk, hd, &pa1[r]);
+          for (int r = 0; r < nr; ++r) {
+            for (int d = 0; d < hd; ++d) {
+              double mag = std::fabs(acc0[r * hd + d]), exact = acc0[r * hd + d];
+              for (int j = 0; j < nk; ++j) {
+                mag += std::fabs(static_cast<double>(p[r * ld + j]) * v.value(j, d));
+                exact += static_cast<double>(p[r * ld + j]) * v.value(j, d);
+              }
+              ASSERT_NEAR(acc[r * hd + d], acc_want[r * hd + d], 1e-6 * mag + 1e-7) << r << "," << d;
+              ASSERT_NEAR(acc_want[r * hd + d], exact, 1e-6 * mag + 1e-7) << r << "," << d;
+            }
           }
+          ASSERT_EQ(0, std::memcmp(acc.data(), acc1.data(), acc.size() * 4));
         }
-        ASSERT_EQ(0, std::memcmp(acc.data(), acc1.data(), acc.size() * 4));
       }
     }
   }
@@ -97,15 +127,18 @@ TEST(AttentionMicroKernels, ZeroWeightLeavesAccumulatorBitIdentical) {
   std::mt19937 rng(51);
   for (Isa isa : testing::TestIsas()) {
     const internal::KernelTable& tab = internal::TableFor(isa);
-    const int hd = 80, nk = 9;
-    const Rows v = RandomRows(rng, nk, hd, 0);
-    const std::vector<float> p(nk, 0.f);
-    std::vector<float> acc = testing::RandomFloats(rng, hd);
-    acc[3] = 0.f;
-    const std::vector<float> before = acc;
-    float* pa = acc.data();
-    tab.attn_pv(p.data(), nk, 1, v.row(0), v.stride, nk, hd, &pa);
-    ASSERT_EQ(0, std::memcmp(acc.data(), before.data(), acc.size() * 4)) << IsaName(isa);
+    for (DType type : kKvTypes) {
+      const int hd = 96, nk = 9;
+      const Rows v = RandomRows(rng, type, nk, hd, 0);
+      const std::vector<float> p(nk, 0.f);
+      std::vector<float> acc = testing::RandomFloats(rng, hd);
+      acc[3] = 0.f;
+      const std::vector<float> before = acc;
+      float* pa = acc.data();
+      tab.attn_pv[static_cast<int>(type)](p.data(), nk, 1, v.row(0), v.stride, nk, hd, &pa);
+      ASSERT_EQ(0, std::memcmp(acc.data(), before.data(), acc.size() * 4))
+          << IsaName(isa) << " " << DTypeName(type);
+    }
   }
 }
 
@@ -142,24 +175,38 @@ struct Shape {
   int n_heads, n_kv_heads, head_dim, block_size, n_ctx, n_q;
 };
 
-// A random cache of `s` with physical blocks shuffled (and unused ones between them).
+// A random cache of `s` with physical blocks shuffled (and unused ones between them), stored
+// as `type`; k32/v32 keep the f32 values it was quantized from.
 struct Cache {
   std::vector<int32_t> table;
-  std::vector<float> k, v;  // [n_phys, block_size, n_kv_heads, head_dim]
-  KvBlocks kv() const { return KvBlocks{k.data(), v.data(), table.data(), block_size}; }
+  std::vector<uint8_t> k, v;    // [n_phys, block_size, n_kv_heads, head row of `type`]
+  std::vector<float> k32, v32;  // [n_phys, block_size, n_kv_heads, head_dim] before rounding
   int block_size;
+  DType type;
+  KvBlocks kv() const {
+    return KvBlocks{k.data(), v.data(), table.data(), block_size, nullptr, nullptr, type, type};
+  }
+  KvBlocks kv_f32() const { return KvBlocks{k32.data(), v32.data(), table.data(), block_size}; }
 };
-Cache RandomCache(std::mt19937& rng, const Shape& s) {
+Cache RandomCache(std::mt19937& rng, const Shape& s, DType type = DType::kF32) {
   Cache c;
   c.block_size = s.block_size;
+  c.type = type;
   const int used = (s.n_ctx + s.block_size - 1) / s.block_size, n_phys = used + 2;
   std::vector<int32_t> perm(n_phys);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
   c.table.assign(perm.begin(), perm.begin() + used);
-  const int64_t n = static_cast<int64_t>(n_phys) * s.block_size * s.n_kv_heads * s.head_dim;
-  c.k = testing::RandomFloats(rng, n);
-  c.v = testing::RandomFloats(rng, n);
+  const int64_t rows = static_cast<int64_t>(n_phys) * s.block_size * s.n_kv_heads;
+  c.k32 = testing::RandomFloats(rng, rows * s.head_dim);
+  c.v32 = testing::RandomFloats(rng, rows * s.head_dim);
+  const size_t rb = KvRowBytes(type, s.head_dim);
+  c.k.resize(rows * rb);
+  c.v.resize(rows * rb);
+  for (int64_t r = 0; r < rows; ++r) {  // per token, per head, as the cache writes them
+    QuantizeRow(type, c.k32.data() + r * s.head_dim, c.k.data() + r * rb, s.head_dim);
+    QuantizeRow(type, c.v32.data() + r * s.head_dim, c.v.data() + r * rb, s.head_dim);
+  }
   return c;
 }
 
@@ -170,25 +217,28 @@ TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
   // n_q not a multiple of the query tile; n_ctx not a multiple of 64 or the block size;
   // GQA groups 1, 3, 4, 8.
   const Shape shapes[] = {{4, 4, 64, 16, 83, 13},  {9, 3, 64, 16, 150, 11}, {8, 2, 80, 48, 301, 21},
-                          {16, 2, 128, 32, 97, 9}, {6, 2, 40, 8, 37, 37},   {8, 1, 64, 64, 600, 19}};
+                          {16, 2, 128, 32, 97, 9}, {6, 2, 40, 8, 37, 37},   {8, 1, 64, 64, 600, 19},
+                          {8, 4, 96, 16, 70, 7}};
   for (Isa isa : testing::TestIsas()) {
     ASSERT_TRUE(isa_guard.Set(isa));
-    for (const Shape& s : shapes) {
-      SCOPED_TRACE(std::string(IsaName(isa)) + " heads=" + std::to_string(s.n_heads) + "/" +
-                   std::to_string(s.n_kv_heads) + " hd=" + std::to_string(s.head_dim) +
-                   " n_q=" + std::to_string(s.n_q));
-      const Cache c = RandomCache(rng, s);
-      const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
-      std::vector<int32_t> pos(s.n_q);  // the last n_q positions, in order (a prefill chunk)
-      for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
-      const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-      std::vector<float> want(q.size()), got(q.size());
-      ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(),
-                          want.data());
-      Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), got.data(),
-                &pool);
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f) << i;
-    }
+    for (DType type : kKvTypes)
+      for (const Shape& s : shapes) {
+        if (!KvTypeFits(type, s.head_dim)) continue;
+        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) +
+                     " heads=" + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
+                     " hd=" + std::to_string(s.head_dim) + " n_q=" + std::to_string(s.n_q));
+        const Cache c = RandomCache(rng, s, type);
+        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
+        std::vector<int32_t> pos(s.n_q);  // the last n_q positions, in order (a prefill chunk)
+        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+        std::vector<float> want(q.size()), got(q.size());
+        ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(),
+                            want.data());
+        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), got.data(),
+                  &pool);
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f) << i;
+      }
   }
 }
 
@@ -196,37 +246,98 @@ TEST(AttentionQueryTiles, BitIdenticalWhateverTheSplitOfQueriesAndThreads) {
   testing::ScopedIsa isa_guard;
   std::mt19937 rng(53);
   ThreadPool pool2(2), pool3(3);
-  const Shape shapes[] = {{9, 3, 64, 16, 700, 23}, {8, 1, 80, 48, 130, 17}, {4, 4, 128, 32, 90, 10}};
+  const Shape shapes[] = {
+      {9, 3, 64, 16, 700, 23}, {8, 1, 80, 48, 130, 17}, {4, 4, 128, 32, 90, 10}, {8, 2, 96, 16, 300, 9}};
   for (Isa isa : testing::TestIsas()) {
     ASSERT_TRUE(isa_guard.Set(isa));
-    for (const Shape& s : shapes) {
-      SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(s.head_dim));
-      const Cache c = RandomCache(rng, s);
-      const int row = s.n_heads * s.head_dim;
-      const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
-      // Positions of a prefill chunk, but shuffled: a tile's queries end at different keys
-      // and chunks, not in order.
-      std::vector<int32_t> pos(s.n_q);
-      for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
-      std::shuffle(pos.begin(), pos.end(), rng);
-      pos[1] = 5;  // one query far behind the others (fewer chunks than its tile)
-      const float scale = 0.11f;
-      std::vector<float> all(q.size());
-      Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), all.data(),
-                nullptr);
-      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-        for (int chunk : {1, 2, 3, 5, s.n_q}) {
-          std::vector<float> got(q.size());
-          for (int t0 = 0; t0 < s.n_q; t0 += chunk) {
-            const int n = std::min(chunk, s.n_q - t0);
-            Attention(q.data() + static_cast<int64_t>(t0) * row, n, pos.data() + t0, s.n_heads, s.n_kv_heads,
-                      s.head_dim, scale, c.kv(), got.data() + static_cast<int64_t>(t0) * row, pool);
+    for (DType type : kKvTypes)
+      for (const Shape& s : shapes) {
+        if (!KvTypeFits(type, s.head_dim)) continue;
+        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
+        const Cache c = RandomCache(rng, s, type);
+        const int row = s.n_heads * s.head_dim;
+        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
+        // Positions of a prefill chunk, but shuffled: a tile's queries end at different keys
+        // and chunks, not in order.
+        std::vector<int32_t> pos(s.n_q);
+        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+        std::shuffle(pos.begin(), pos.end(), rng);
+        pos[1] = 5;  // one query far behind the others (fewer chunks than its tile)
+        const float scale = 0.11f;
+        std::vector<float> all(q.size());
+        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), all.data(),
+                  nullptr);
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+          for (int chunk : {1, 2, 3, 5, s.n_q}) {
+            std::vector<float> got(q.size());
+            for (int t0 = 0; t0 < s.n_q; t0 += chunk) {
+              const int n = std::min(chunk, s.n_q - t0);
+              Attention(q.data() + static_cast<int64_t>(t0) * row, n, pos.data() + t0, s.n_heads,
+                        s.n_kv_heads, s.head_dim, scale, c.kv(), got.data() + static_cast<int64_t>(t0) * row,
+                        pool);
+            }
+            ASSERT_EQ(0, std::memcmp(got.data(), all.data(), all.size() * 4))
+                << "chunk " << chunk << " threads " << (pool ? pool->size() : 1);
           }
-          ASSERT_EQ(0, std::memcmp(got.data(), all.data(), all.size() * 4))
-              << "chunk " << chunk << " threads " << (pool ? pool->size() : 1);
         }
       }
-    }
+  }
+}
+
+// Attention over a cache stored as each KV type against the f32 attention of the values it
+// was rounded from, within what that rounding allows: with every score of a row off by at most
+// D = scale * sum_d |q_d| |k_d - k^_d| (the rows' own rounding errors), the weights move by a
+// factor within exp(+-2D), so |o^ - o| <= max_j |v^_j - v_j| + (exp(2D) - 1) * max_j |v_j|,
+// plus float slack.
+TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
+  testing::ScopedIsa isa_guard;
+  std::mt19937 rng(55);
+  ThreadPool pool(2);
+  const Shape shapes[] = {{8, 2, 64, 16, 300, 5}, {4, 4, 32, 32, 90, 3}, {6, 2, 128, 16, 41, 41}};
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    for (DType type : kKvTypes)
+      for (const Shape& s : shapes) {
+        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
+        const Cache c = RandomCache(rng, s, type);
+        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
+        std::vector<int32_t> pos(s.n_q);
+        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+        std::vector<float> want(q.size()), got(q.size());
+        ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale,
+                            c.kv_f32(), want.data());
+        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), got.data(),
+                  &pool);
+        const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+        std::vector<float> kq(hd), vq(hd);
+        const size_t rb = KvRowBytes(type, hd);
+        for (int t = 0; t < s.n_q; ++t)
+          for (int h = 0; h < s.n_heads; ++h) {
+            const float* qv = q.data() + (static_cast<int64_t>(t) * s.n_heads + h) * hd;
+            double D = 0, ev = 0, vmax = 0;
+            for (int p = 0; p <= pos[t]; ++p) {
+              const int64_t row =
+                  (static_cast<int64_t>(c.table[p / s.block_size]) * s.block_size + p % s.block_size) *
+                      s.n_kv_heads +
+                  h / group;
+              DequantizeRow(type, c.k.data() + row * rb, kq.data(), hd);
+              DequantizeRow(type, c.v.data() + row * rb, vq.data(), hd);
+              double dk = 0;
+              for (int d = 0; d < hd; ++d) {
+                dk += std::fabs(qv[d]) * std::fabs(kq[d] - c.k32[row * hd + d]);
+                ev = std::max(ev, static_cast<double>(std::fabs(vq[d] - c.v32[row * hd + d])));
+                vmax = std::max(vmax, static_cast<double>(std::fabs(c.v32[row * hd + d])));
+              }
+              D = std::max(D, dk * scale);
+            }
+            const double bound = ev + std::expm1(2 * D) * vmax + 3e-5;
+            for (int d = 0; d < hd; ++d) {
+              const size_t i = (static_cast<size_t>(t) * s.n_heads + h) * hd + d;
+              ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "t=" << t << " h=" << h << " d=" << d;
+            }
+          }
+      }
   }
 }
 

@@ -23,7 +23,9 @@ std::vector<int8_t> RandomInt8(std::mt19937& rng, int64_t n) {
   return v;
 }
 
-const int64_t kLengths[] = {1, 7, 31, 32, 33, 63, 64, 65, 100, 255, 256, 257, 1000, 2048, 4099};
+// Ragged tails around the 256-bit (32) and 512-bit (64, two registers 128) steps.
+const int64_t kLengths[] = {1,   7,   31,  32,  33,  63,  64,   65,   100, 127,
+                            128, 129, 191, 255, 256, 257, 1000, 2048, 4099};
 
 TEST(Int8, QuantizeMatchesReferenceOnEveryIsa) {
   testing::ScopedIsa isa_guard;
@@ -90,6 +92,27 @@ TEST(Int8, DotsMatchReferenceOnEveryIsa) {
     // Extremes: -128 weights against +-127 activations saturate nothing.
     std::vector<int8_t> w(96, -128), x(96, 127);
     EXPECT_EQ(tab.dot_i8(w.data(), x.data(), 96), -128 * 127 * 96);
+  }
+}
+
+// The longest rows W8A8 takes, with the largest products: the true sums fit int32, while the
+// VNNI kernels' biased sums ((w + 128) * x) wrap and must come back exact.
+TEST(Int8, LongestRowsStayExactOnEveryIsa) {
+  const int64_t n = kMaxW8A8In;
+  struct Fill {
+    int8_t w, x;
+  };
+  for (Isa isa : testing::TestIsas()) {
+    const internal::KernelTable& tab = internal::TableFor(isa);
+    for (const Fill f : {Fill{127, 127}, Fill{-128, -127}, Fill{-128, 127}, Fill{127, -127}}) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " w=" + std::to_string(f.w) + " x=" + std::to_string(f.x));
+      std::vector<int8_t> w(static_cast<size_t>(4 * n), f.w), x(static_cast<size_t>(n), f.x);
+      const int64_t want = int64_t{f.w} * f.x * n;
+      ASSERT_EQ(tab.dot_i8(w.data(), x.data(), n), want);
+      int32_t out[4];
+      tab.dot_i8x4(w.data(), n, x.data(), n, out);
+      for (int r = 0; r < 4; ++r) ASSERT_EQ(out[r], want) << r;
+    }
   }
 }
 

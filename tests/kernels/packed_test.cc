@@ -2,6 +2,7 @@
 // double reference, bit-exactness across ISAs (the scalar twin) and batch invariance.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -154,19 +155,33 @@ TEST(Packed, MatMulMatchesNaiveReference) {
   }
 }
 
-TEST(Packed, SimdIsBitIdenticalToScalarTwin) {
+// Every table against the scalar twin: one group (the 512-bit kernels' single-group path), an
+// odd count of groups (a pair and a single), a zero-padded last group, ragged int4 rows, every
+// token count of a tile, one and two threads.
+TEST(Packed, EveryTableIsBitIdenticalToScalarTwin) {
   testing::ScopedIsa isa_guard;
-  if (BestSupportedIsa() == Isa::kScalar) GTEST_SKIP() << "no SIMD ISA";
   std::mt19937 rng(53);
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t n_out, n_in;
+  };
   for (const Case& c : kCases) {
-    SCOPED_TRACE(c.Name());
-    Weights w = MakeWeights(rng, c, 45, 1024);
-    auto x = testing::RandomFloats(rng, 1024 * 7);
-    ASSERT_TRUE(isa_guard.Set(Isa::kScalar));
-    auto ys = RunPacked(w, c, x, 0, 7, nullptr);
-    ASSERT_TRUE(isa_guard.Set(BestSupportedIsa()));
-    auto yv = RunPacked(w, c, x, 0, 7, nullptr);
-    ASSERT_EQ(0, std::memcmp(ys.data(), yv.data(), ys.size() * 4));
+    for (const Shape s : {Shape{8, 1024}, Shape{24, 256}, Shape{45, 1024}, Shape{19, 200}}) {
+      if (s.n_in % 32 != 0 && c.t != DType::kI4G128) continue;  // only int4 rows may be ragged
+      SCOPED_TRACE(c.Name() + " " + std::to_string(s.n_out) + "x" + std::to_string(s.n_in));
+      Weights w = MakeWeights(rng, c, s.n_out, s.n_in);
+      auto x = testing::RandomFloats(rng, s.n_in * 7);
+      ASSERT_TRUE(isa_guard.Set(Isa::kScalar));
+      auto want = RunPacked(w, c, x, 0, 7, nullptr);
+      for (Isa isa : testing::TestIsas()) {
+        SCOPED_TRACE(IsaName(isa));
+        ASSERT_TRUE(isa_guard.Set(isa));
+        for (int64_t n_tok = 1; n_tok <= 7; ++n_tok) {
+          auto got = RunPacked(w, c, x, 0, n_tok, n_tok % 2 ? nullptr : &pool);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << n_tok << " tokens";
+        }
+      }
+    }
   }
 }
 
@@ -205,6 +220,34 @@ TEST(Packed, AgreesWithUnpackedMatMul) {
     MatMulPacked(w.packed.data(), t, 64, 2048, x.data(), 3, yp.data(), &pool);
     MatMul(w.rows.data(), t, 64, 2048, x.data(), 3, yu.data(), &pool);
     for (size_t i = 0; i < yp.size(); ++i) ASSERT_NEAR(yp[i], yu[i], 1e-4f * (1.f + std::fabs(yu[i]))) << i;
+  }
+}
+
+// A layout choice must not change results (issue 19): MatMul on the stored rows and
+// MatMulPacked on their repacked copy give the same bits for every type both paths run, on
+// every table, whatever the token count (the in-place dots sum in the packed order).
+TEST(Packed, InPlaceMatMulEqualsPackedBits) {
+  testing::ScopedIsa isa_guard;
+  std::mt19937 rng(56);
+  ThreadPool pool(2);
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    for (const Case& c : kCases) {
+      if (!CanMatMul(c.t) || c.group != 32) continue;  // int4 runs only packed
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
+      for (const int64_t n_in : {32, 288, 2048}) {
+        const int64_t n_out = 21, n_tok = 5;
+        Weights w = MakeWeights(rng, c, n_out, n_in);
+        auto x = testing::RandomFloats(rng, n_in * n_tok);
+        std::vector<float> yp(n_out * n_tok), yu(n_out * n_tok, -1.f);
+        MatMulPacked(w.packed.data(), c.t, n_out, n_in, x.data(), n_tok, yp.data(), &pool);
+        MatMul(w.rows.data(), c.t, n_out, n_in, x.data(), n_tok, yu.data(), &pool);
+        for (size_t i = 0; i < yp.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(yp[i]), std::bit_cast<uint32_t>(yu[i]))
+              << "n_in " << n_in << " token " << i / n_out << " row " << i % n_out << ": packed " << yp[i]
+              << " in place " << yu[i];
+      }
+    }
   }
 }
 

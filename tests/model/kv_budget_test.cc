@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,10 +26,10 @@ struct Fixture {
   std::unique_ptr<Model> model;
 };
 
-Fixture MakeTiny(DType type) {
-  const std::string path = testing::TempDir() + "/tiny-" + DTypeName(type) + ".gguf";
+Fixture MakeTiny(DType type, const std::string& preset = "tiny") {
+  const std::string path = testing::TempDir() + "/" + preset + "-" + DTypeName(type) + ".gguf";
   SyntheticModelOptions o;
-  o.preset = "tiny";
+  o.preset = preset;
   o.type = type;
   o.stddev = 0.08f;
   EXPECT_TRUE(WriteSyntheticModel(path, o).ok());
@@ -61,14 +62,14 @@ std::vector<float> RunTokens(Model& m, KvCache& kv, int n, int chunk) {
 
 std::unique_ptr<BudgetKvCache> MakeCache(const Model& m, int n_seqs, int max_seq, int max_batch,
                                          KvPolicy policy, int budget, int sinks = 4, int recent = -1,
-                                         SparsityStats* stats = nullptr) {
+                                         SparsityStats* stats = nullptr, const KvCacheTypes& types = {}) {
   KvBudgetConfig c;
   c.policy = policy;
   c.budget = budget;
   c.sink_tokens = sinks;
   c.recent_window = recent;
   auto cache = BudgetKvCache::Create(m.config().n_layers, n_seqs, max_seq, max_batch, m.config().n_kv_heads,
-                                     m.config().head_dim, c, stats);
+                                     m.config().head_dim, c, stats, types);
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   return std::move(*cache);
 }
@@ -111,31 +112,35 @@ TEST(KvBudget, SinkKeepsFirstTokensAndRecentWindow) {
 
 // Layer-0 K/V depend only on the token and its position, so after any eviction and compaction
 // every kept slot must hold exactly the rows a full cache holds for that position.
+// Quantized blocks (q8_0 K, q4_0 V) too: compaction moves their bytes, scales included.
 TEST(KvBudget, CompactionMovesTheRightRows) {
-  Fixture f = MakeTiny(DType::kF32);
-  Model& m = *f.model;
-  auto full =
-      ContiguousKvCache::Create(m.config().n_layers, 1, 512, m.config().n_kv_heads, m.config().head_dim);
-  ASSERT_TRUE(full.ok());
-  RunTokens(m, *full, 300, 3);
-  const int row = m.config().n_kv_heads * m.config().head_dim;
-  for (KvPolicy p : {KvPolicy::kSink, KvPolicy::kH2O}) {
-    auto cache = MakeCache(m, 1, 512, 3, p, /*budget=*/64, /*sinks=*/2);
-    RunTokens(m, *cache, 300, 3);
-    ASSERT_EQ(cache->StoredTokens(0), 64) << KvPolicyName(p);
-    const auto& pos = cache->StoredPositions(0);
-    std::set<int32_t> unique(pos.begin(), pos.end());
-    EXPECT_EQ(unique.size(), pos.size());
-    for (int32_t slot = 0; slot < 64; ++slot) {
-      const int32_t ps = pos[static_cast<size_t>(slot)];
-      const float* k = cache->KeySlot(0, 0, slot);
-      const float* v = cache->ValueSlot(0, 0, slot);
-      ASSERT_TRUE(std::equal(k, k + row, full->KeySlot(0, 0, ps))) << KvPolicyName(p) << " slot " << slot;
-      ASSERT_TRUE(std::equal(v, v + row, full->ValueSlot(0, 0, ps))) << KvPolicyName(p) << " slot " << slot;
+  for (const KvCacheTypes types : {KvCacheTypes::F32(), KvCacheTypes{DType::kQ8_0, DType::kQ4_0}}) {
+    SCOPED_TRACE(std::string("K ") + DTypeName(types.k) + " V " + DTypeName(types.v));
+    Fixture f = MakeTiny(DType::kF32, types.k == DType::kF32 ? "tiny" : "tiny-hd64");
+    Model& m = *f.model;
+    auto full = ContiguousKvCache::Create(m.config().n_layers, 1, 512, m.config().n_kv_heads,
+                                          m.config().head_dim, types);
+    ASSERT_TRUE(full.ok());
+    RunTokens(m, *full, 300, 3);
+    const size_t krow = full->KeySlotBytes(), vrow = full->ValueSlotBytes();
+    for (KvPolicy p : {KvPolicy::kSink, KvPolicy::kH2O}) {
+      auto cache = MakeCache(m, 1, 512, 3, p, /*budget=*/64, /*sinks=*/2, -1, nullptr, types);
+      RunTokens(m, *cache, 300, 3);
+      ASSERT_EQ(cache->StoredTokens(0), 64) << KvPolicyName(p);
+      const auto& pos = cache->StoredPositions(0);
+      std::set<int32_t> unique(pos.begin(), pos.end());
+      EXPECT_EQ(unique.size(), pos.size());
+      for (int32_t slot = 0; slot < 64; ++slot) {
+        const int32_t ps = pos[static_cast<size_t>(slot)];
+        ASSERT_EQ(0, std::memcmp(cache->KeyBytes(0, 0, slot), full->KeyBytes(0, 0, ps), krow))
+            << KvPolicyName(p) << " slot " << slot;
+        ASSERT_EQ(0, std::memcmp(cache->ValueBytes(0, 0, slot), full->ValueBytes(0, 0, ps), vrow))
+            << KvPolicyName(p) << " slot " << slot;
+      }
+      EXPECT_TRUE(unique.count(0) && unique.count(1));    // sinks
+      const int recent = p == KvPolicy::kSink ? 62 : 31;  // budget - sinks, h2o half of it
+      for (int32_t q = 300 - recent; q < 300; ++q) EXPECT_TRUE(unique.count(q)) << q;
     }
-    EXPECT_TRUE(unique.count(0) && unique.count(1));    // sinks
-    const int recent = p == KvPolicy::kSink ? 62 : 31;  // budget - sinks, h2o half of it
-    for (int32_t q = 300 - recent; q < 300; ++q) EXPECT_TRUE(unique.count(q)) << q;
   }
 }
 

@@ -5,10 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
+#include "formats/weight_source.h"
+#include "model/model.h"
 #include "model/paged_kv_cache.h"
+#include "model/synthetic_model.h"
 
 namespace ferry {
 namespace {
@@ -38,7 +44,8 @@ TEST(KvCacheInt8Keys, ContiguousCacheExposesTheCopyOnlyOnceEnabled) {
   EXPECT_EQ(kv->KeySlotInt8(0, 0, 0), nullptr);
   EXPECT_EQ(kv->View(1, 1).k_i8, nullptr);
   ASSERT_TRUE(kv->EnableInt8Keys().ok());
-  EXPECT_EQ(kv->Bytes() - plain, plain / 2 / 4 + plain / 2 / kHeadDim);  // int8 keys + f32 scales
+  const size_t key_elems = size_t{kLayers} * 2 * 16 * kKvHeads * kHeadDim;
+  EXPECT_EQ(kv->Bytes() - plain, key_elems + key_elems / kHeadDim * 4);  // int8 keys + f32 scales
   WriteInt8Row(*kv, 1, 1, 5, 3);
   // View(layer, seq) addresses slot p of seq through block_table[0] = seq, like the f32 keys.
   const kernels::KvBlocks v = kv->View(1, 1);
@@ -46,7 +53,8 @@ TEST(KvCacheInt8Keys, ContiguousCacheExposesTheCopyOnlyOnceEnabled) {
   const size_t row = (block * 16 + 5) * kKvHeads;
   EXPECT_EQ(v.k_i8 + row * kHeadDim, kv->KeySlotInt8(1, 1, 5));
   EXPECT_EQ(v.k_i8_scale + row, kv->KeyScaleSlot(1, 1, 5));
-  EXPECT_EQ(v.k_cache + row * kHeadDim, kv->KeySlot(1, 1, 5));
+  EXPECT_EQ(static_cast<const uint8_t*>(v.k_cache) + row * kv->KeySlotBytes() / kKvHeads,
+            kv->KeyBytes(1, 1, 5));
 }
 
 TEST(KvCacheInt8Keys, PagedCacheCarriesTheCopyThroughCopyOnWriteAndCompaction) {
@@ -79,6 +87,121 @@ TEST(KvCacheInt8Keys, PagedCacheCarriesTheCopyThroughCopyOnWriteAndCompaction) {
   const size_t row = (static_cast<size_t>(v.block_table[1]) * kBlockSize + 2) * kKvHeads;
   EXPECT_EQ(v.k_i8 + row * kHeadDim, kv->KeySlotInt8(1, 1, 6));
   EXPECT_EQ(v.k_i8_scale + row, kv->KeyScaleSlot(1, 1, 6));
+}
+
+// ---- KV storage types (model/kv_storage.h) ----
+
+std::vector<float> Row(int n, int seed) {
+  std::vector<float> r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    r[static_cast<size_t>(i)] = std::sin(0.37f * (i + 1) * (seed + 1)) * (1 + seed % 3);
+  return r;
+}
+
+TEST(KvCacheTypes, StoresEachTypesRoundingAndCountsItsBytes) {
+  constexpr int32_t kHd = 64;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    auto kv = ContiguousKvCache::Create(kLayers, 1, 8, kKvHeads, kHd, KvCacheTypes{t, t});
+    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    EXPECT_EQ(kv->KeySlotBytes(), kKvHeads * RowBytes(t, kHd));
+    EXPECT_EQ(kv->Bytes(), 2 * size_t{kLayers} * 8 * kKvHeads * RowBytes(t, kHd));
+    const std::vector<float> k = Row(kKvHeads * kHd, 1), v = Row(kKvHeads * kHd, 2);
+    kv->StoreKey(1, 0, 3, k.data());
+    kv->StoreValue(1, 0, 3, v.data());
+    std::vector<float> got(k.size()), want(k.size());
+    std::vector<uint8_t> q(RowBytes(t, kHd));
+    kv->LoadKey(1, 0, 3, got.data());
+    for (int h = 0; h < kKvHeads; ++h) {  // per head, as one row of the type
+      kernels::QuantizeRow(t, k.data() + h * kHd, q.data(), kHd);
+      kernels::DequantizeRow(t, q.data(), want.data() + h * kHd, kHd);
+    }
+    EXPECT_EQ(got, want);
+    kv->LoadValue(1, 0, 3, got.data());
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(got[i], v[i], t == DType::kQ4_0 ? 0.25f : 0.02f) << i;
+  }
+}
+
+TEST(KvCacheTypes, BadTypesAreClearErrors) {
+  auto bad = ParseKvCacheType("q5_1", "--cache-type-k");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--cache-type-k 'q5_1'"), std::string::npos)
+      << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("f32, f16, bf16, q8_0, q4_0"), std::string::npos);
+  ASSERT_TRUE(ParseKvCacheType("Q8_0", "--cache-type-v").ok());
+  // head_dim 8 (stories260K) cannot hold a block of 32: named, with the types that fit.
+  auto kv = ContiguousKvCache::Create(kLayers, 1, 8, kKvHeads, 8, KvCacheTypes{DType::kF16, DType::kQ4_0});
+  ASSERT_FALSE(kv.ok());
+  EXPECT_NE(kv.status().message().find("--cache-type-v q4_0"), std::string::npos) << kv.status().ToString();
+  EXPECT_NE(kv.status().message().find("head_dim is 8"), std::string::npos);
+  EXPECT_TRUE(
+      ContiguousKvCache::Create(kLayers, 1, 8, kKvHeads, 8, KvCacheTypes{DType::kBF16, DType::kF16}).ok());
+}
+
+// Copy-on-write and compaction copy quantized rows byte for byte (scales with their quants).
+TEST(KvCacheTypes, PagedCopiesCarryQuantizedBytes) {
+  constexpr int32_t kHd = 64;
+  auto kv = PagedKvCache::Create(kLayers, kBlocks, kBlockSize, kKvHeads, kHd, 2, 16,
+                                 KvCacheTypes{DType::kQ8_0, DType::kQ4_0});
+  ASSERT_TRUE(kv.ok());
+  const std::vector<int32_t> a = {1, 0}, b = {3, 2};
+  kv->SetBlockTable(0, a);
+  kv->SetBlockTable(1, b);
+  for (int32_t l = 0; l < kLayers; ++l)
+    for (int32_t p = 0; p < 8; ++p) {
+      kv->StoreKey(l, 0, p, Row(kKvHeads * kHd, 10 * l + p).data());
+      kv->StoreValue(l, 0, p, Row(kKvHeads * kHd, 10 * l + p + 100).data());
+    }
+  kv->CopyBlock(0, 2);   // seq 0's positions 4..7 -> seq 1's positions 4..7
+  kv->MoveRow(1, 5, 1);  // then seq 1's row 5 -> row 1 (block 3, never written before)
+  for (int32_t l = 0; l < kLayers; ++l) {
+    for (int32_t p = 4; p < 8; ++p) {
+      EXPECT_EQ(0, std::memcmp(kv->KeyBytes(l, 1, p), kv->KeyBytes(l, 0, p), kv->KeySlotBytes())) << p;
+      EXPECT_EQ(0, std::memcmp(kv->ValueBytes(l, 1, p), kv->ValueBytes(l, 0, p), kv->ValueSlotBytes())) << p;
+    }
+    EXPECT_EQ(0, std::memcmp(kv->KeyBytes(l, 1, 1), kv->KeyBytes(l, 0, 5), kv->KeySlotBytes()));
+    EXPECT_EQ(0, std::memcmp(kv->ValueBytes(l, 1, 1), kv->ValueBytes(l, 0, 5), kv->ValueSlotBytes()));
+  }
+}
+
+// A model run through a paged cache with shuffled blocks stores the same bytes and produces
+// the same logits as through the contiguous cache, for every type.
+TEST(KvCacheTypes, PagedEqualsContiguousBitForBit) {
+  const std::string path = ::testing::TempDir() + "/kv-types-tiny-hd64.gguf";
+  SyntheticModelOptions o;
+  o.preset = "tiny-hd64";
+  o.type = DType::kQ8_0;
+  o.stddev = 0.08f;
+  ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
+  auto src = formats::OpenWeightSource(path);
+  ASSERT_TRUE(src.ok());
+  auto m = CreateModel(**src);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelConfig& c = (*m)->config();
+  const int n = 45, bs = 8;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    const KvCacheTypes types{t, t == DType::kQ8_0 ? DType::kQ4_0 : t};
+    auto cont = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, types);
+    auto paged = PagedKvCache::Create(c.n_layers, 9, bs, c.n_kv_heads, c.head_dim, 1, 64, types);
+    ASSERT_TRUE(cont.ok() && paged.ok());
+    const std::vector<int32_t> table = {7, 2, 5, 0, 8, 1};  // 6 blocks of 8 >= 45 tokens, shuffled
+    paged->SetBlockTable(0, table);
+    std::vector<float> lc(static_cast<size_t>(n) * c.n_vocab), lp(lc.size());
+    for (int s = 0; s < n; s += 10) {  // prefill chunks of 10, then decode-sized calls
+      ForwardBatch b;
+      for (int i = s; i < std::min(n, s + 10); ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
+      ASSERT_TRUE((*m)->Forward(b, *cont, lc.data() + static_cast<size_t>(s) * c.n_vocab, nullptr).ok());
+      ASSERT_TRUE((*m)->Forward(b, *paged, lp.data() + static_cast<size_t>(s) * c.n_vocab, nullptr).ok());
+    }
+    EXPECT_EQ(lc, lp);
+    for (int32_t l = 0; l < c.n_layers; ++l)
+      for (int32_t p = 0; p < n; ++p) {
+        ASSERT_EQ(0, std::memcmp(cont->KeyBytes(l, 0, p), paged->KeyBytes(l, 0, p), cont->KeySlotBytes()));
+        ASSERT_EQ(0,
+                  std::memcmp(cont->ValueBytes(l, 0, p), paged->ValueBytes(l, 0, p), cont->ValueSlotBytes()));
+      }
+  }
 }
 
 }  // namespace

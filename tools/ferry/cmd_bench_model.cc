@@ -9,6 +9,8 @@
 // same run also decodes N greedy tokens on the serving engine twice per repetition, plainly
 // and speculatively (prompt: the P random tokens, or --spec-prompt TEXT), and reports both
 // rates, their ratio, the acceptance rate and the mean accepted drafts per verification.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,12 +34,14 @@ namespace {
 struct BenchOpts {
   std::string model;
   int n_prompt = 512, n_gen = 128, reps = 3, threads = 0, n_batch = 512;
+  int depth = 0;      // context before the tests (llama-bench -d): prefilled, not timed
   int bw_mib = 1024;  // bandwidth probe buffer (far above any last-level cache)
   bool json = false;
   bool no_repack = false;
   SpecFlags spec;
   std::string spec_prompt;  // text for the engine decode runs (default: the random prompt)
   SparsityFlags sparsity;
+  KvCacheFlags kv_cache;
 };
 
 struct MeanSd {
@@ -66,16 +70,16 @@ std::string WeightTypeName(const formats::WeightSource& src) {
   return best ? DTypeName(best->dtype) : "unknown";
 }
 
-// Prefill P tokens of sequence 0 starting at position 0; returns seconds.
+// Prefill P tokens of sequence 0 starting at position pos0; returns seconds.
 StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
-                         std::vector<float>& logits, ThreadPool& pool) {
+                         std::vector<float>& logits, ThreadPool& pool, int pos0 = 0) {
   Timer timer;
   ForwardBatch b;
   const int p = static_cast<int>(toks.size());
   for (int s = 0; s < p; s += n_batch) {
     b.Clear();
     const int e = std::min(p, s + n_batch);
-    for (int i = s; i < e; ++i) b.Add(toks[static_cast<size_t>(i)], i, 0, i == p - 1);
+    for (int i = s; i < e; ++i) b.Add(toks[static_cast<size_t>(i)], pos0 + i, 0, i == p - 1);
     FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool));
   }
   return timer.Seconds();
@@ -100,9 +104,10 @@ struct EngineDecode {
   EngineStats stats;
 };
 StatusOr<EngineDecode> DecodeOnEngine(Model& m, const std::vector<int32_t>& prompt, int n_gen,
-                                      const spec::SpecConfig* sc, int threads) {
+                                      const spec::SpecConfig* sc, int threads, const KvCacheTypes& kv_types) {
   EngineConfig ec;
   ec.threads = threads;
+  ec.kv_types = kv_types;
   const int32_t len = static_cast<int32_t>(prompt.size()) + n_gen + 64;
   ec.scheduler.max_seq_len = len;
   ec.scheduler.max_num_seqs = 1;
@@ -130,8 +135,10 @@ StatusOr<EngineDecode> DecodeOnEngine(Model& m, const std::vector<int32_t>& prom
 int RunBench(const BenchOpts& o) {
   if (o.model.empty())
     return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
-  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.n_batch < 1)
-    return Fail(InvalidArgumentError("-p and -n must be >= 0, -r and --batch >= 1"));
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.depth < 0 || o.reps < 1 || o.n_batch < 1)
+    return Fail(InvalidArgumentError("-p, -n and -d must be >= 0, -r and --batch >= 1"));
+  auto kv_types = o.kv_cache.ToTypes();
+  if (!kv_types.ok()) return Fail(kv_types.status());
   LoadOptions lopts;
   lopts.repack_weights = !o.no_repack;
   lopts.sparsity = o.sparsity.options;
@@ -139,15 +146,18 @@ int RunBench(const BenchOpts& o) {
   if (!lm.ok()) return Fail(lm.status());
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
-  const int ctx = std::max(1, o.n_prompt + o.n_gen);
-  auto kv = CreateKvCacheFor(m, 1, ctx, std::max(o.n_batch, 2));  // budgeted under --kv-policy sink|h2o
+  const int ctx = std::max(1, o.depth + o.n_prompt + o.n_gen);
+  // Budgeted under --kv-policy sink|h2o.
+  auto kv = CreateKvCacheFor(m, 1, ctx, std::max(o.n_batch, 2), *kv_types);
   if (!kv.ok()) return Fail(kv.status());
   ThreadPool pool(o.threads);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
-  std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt)), gen(static_cast<size_t>(o.n_gen));
+  std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt)), gen(static_cast<size_t>(o.n_gen)),
+      context(static_cast<size_t>(o.depth));
   for (auto& t : prompt) t = tok(rng);
+  for (auto& t : context) t = tok(rng);
   for (auto& t : gen) t = tok(rng);
 
   // Warm-up (page in the weights, wake the threads), as llama-bench does.
@@ -159,22 +169,28 @@ int RunBench(const BenchOpts& o) {
   m.ResetSparsityStats();  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
+    if (o.depth > 0) {  // the context the tests run at (untimed)
+      auto s = Prefill(m, **kv, context, o.n_batch, logits, pool);
+      if (!s.ok()) return Fail(s.status());
+    }
     if (o.n_prompt > 0) {
-      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool);
+      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool, o.depth);
       if (!s.ok()) return Fail(s.status());
       pp.push_back(o.n_prompt / *s);
     }
     if (o.n_gen > 0) {
-      auto s = Decode(m, **kv, gen, o.n_prompt, logits, pool);
+      auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool);
       if (!s.ok()) return Fail(s.status());
       tg.push_back(o.n_gen / *s);
     }
   }
   const double bw = kernels::MeasureReadBandwidth(static_cast<size_t>(o.bw_mib) << 20, 3, &pool);
-  // Bytes per decoded token: all weights once, plus K and V (f32) of every earlier position in
-  // every layer, averaged over the decoded positions P .. P+N-1 (each reads pos+1 slots).
-  const double kv_row = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float);
-  const double kv_bytes = o.n_gen > 0 ? kv_row * (o.n_prompt + (o.n_gen + 1) / 2.0) : 0.0;
+  // Bytes per decoded token: all weights once, plus K and V (in their cache types) of every
+  // earlier position in every layer, averaged over the decoded positions D+P .. D+P+N-1 (each
+  // reads pos+1 slots).
+  const double kv_row = static_cast<double>(c.n_layers) *
+                        static_cast<double>(KvStorage::SlotBytes(c.n_kv_heads, c.head_dim, *kv_types));
+  const double kv_bytes = o.n_gen > 0 ? kv_row * (o.depth + o.n_prompt + (o.n_gen + 1) / 2.0) : 0.0;
   const double tok_bytes = static_cast<double>(m.WeightBytes()) + kv_bytes;
   const MeanSd pps = Stats(pp), tgs = Stats(tg);
   const double eff = bw > 0 ? tok_bytes * tgs.mean / bw : 0.0;
@@ -193,9 +209,9 @@ int RunBench(const BenchOpts& o) {
     if (!o.spec_prompt.empty()) sp = lm->tokenizer->Encode(o.spec_prompt, true, false);
     if (sp.empty()) sp = {1};
     for (int r = 0; r < o.reps; ++r) {
-      auto plain = DecodeOnEngine(m, sp, o.n_gen, nullptr, pool.size());
+      auto plain = DecodeOnEngine(m, sp, o.n_gen, nullptr, pool.size(), *kv_types);
       if (!plain.ok()) return Fail(plain.status());
-      auto spec = DecodeOnEngine(m, sp, o.n_gen, &sc, pool.size());
+      auto spec = DecodeOnEngine(m, sp, o.n_gen, &sc, pool.size(), *kv_types);
       if (!spec.ok()) return Fail(spec.status());
       eng_tps.push_back(plain->tokens_per_s);
       spec_tps.push_back(spec->tokens_per_s);
@@ -221,6 +237,9 @@ int RunBench(const BenchOpts& o) {
                         {"threads", pool.size()},
                         {"n_prompt", o.n_prompt},
                         {"n_gen", o.n_gen},
+                        {"n_depth", o.depth},
+                        {"type_k", DTypeName(kv_types->k)},
+                        {"type_v", DTypeName(kv_types->v)},
                         {"reps", o.reps},
                         {"prefill_tokens_per_s", pps.mean},
                         {"prefill_tokens_per_s_sd", pps.sd},
@@ -248,13 +267,18 @@ int RunBench(const BenchOpts& o) {
   } else {
     std::printf("cpu: %s; kernel table: %s (FERRY_ISA selects another)\n\n", kernels::CpuModelName().c_str(),
                 kernels::IsaName(kernels::ActiveIsa()));
-    std::printf("| model | type | isa | threads | test | t/s |\n|---|---|---|---|---|---|\n");
+    std::printf(
+        "| model | type | isa | threads | type_k | type_v | test | t/s "
+        "|\n|---|---|---|---|---|---|---|---|\n");
+    const std::string at = o.depth > 0 ? fmt::format(" @ d{}", o.depth) : "";
     if (o.n_prompt > 0)
-      std::printf("| %s | %s | %s | %d | pp%d | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
-                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), o.n_prompt, pps.mean, pps.sd);
+      std::printf("| %s | %s | %s | %d | %s | %s | pp%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
+                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), DTypeName(kv_types->k),
+                  DTypeName(kv_types->v), o.n_prompt, at.c_str(), pps.mean, pps.sd);
     if (o.n_gen > 0)
-      std::printf("| %s | %s | %s | %d | tg%d | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
-                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), o.n_gen, tgs.mean, tgs.sd);
+      std::printf("| %s | %s | %s | %d | %s | %s | tg%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
+                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), DTypeName(kv_types->k),
+                  DTypeName(kv_types->v), o.n_gen, at.c_str(), tgs.mean, tgs.sd);
     std::printf(
         "\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
         "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
@@ -284,6 +308,11 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   bench.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for prefill (0: skip prefill)")
       ->capture_default_str();
   bench.add_option("-n,--n-gen", o->n_gen, "tokens to decode (0: skip decode)")->capture_default_str();
+  bench
+      .add_option("-d,--n-depth", o->depth,
+                  "context depth: prefill this many tokens (untimed) before the prompt and decode tests, as "
+                  "llama-bench -d")
+      ->capture_default_str();
   bench.add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str();
   bench.add_option("-t,--threads", o->threads, "threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
@@ -298,6 +327,7 @@ Runner AddBenchModelOptions(CLI::App& bench) {
   bench.add_option("--spec-prompt", o->spec_prompt,
                    "prompt text for the speculative runs (default: the random prompt)");
   o->sparsity.Add(&bench);
+  o->kv_cache.Add(&bench);
   return [o]() -> int { return RunBench(*o); };
 }
 

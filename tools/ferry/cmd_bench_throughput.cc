@@ -71,7 +71,10 @@ int RunBench(const Opts& o) {
   if (!lm.ok()) return Fail(lm.status());
   const int32_t n_vocab = lm->config().n_vocab;
 
+  auto kv_types = o.model.kv_cache.ToTypes();
+  if (!kv_types.ok()) return Fail(kv_types.status());
   EngineConfig ec;
+  ec.kv_types = *kv_types;
   ec.block_size = o.block_size;
   ec.kv_cache_bytes = *kv_bytes;
   ec.prefix_caching = !o.no_prefix_caching;
@@ -158,8 +161,10 @@ int RunBench(const Opts& o) {
   j["kv_waste"] = stats.KvWaste();
   j["steps"] = stats.steps;
   const size_t block_bytes = PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
-                                                      lm->config().n_kv_heads, lm->config().head_dim);
+                                                      lm->config().n_kv_heads, lm->config().head_dim, *kv_types);
   j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
+  j["type_k"] = DTypeName(kv_types->k);
+  j["type_v"] = DTypeName(kv_types->v);
   j["peak_running"] = stats.peak_running;
   j["mean_running"] = stats.MeanRunning();
   // KV budgets: evictions and KV memory saved (peak blocks held vs what full caches of the same

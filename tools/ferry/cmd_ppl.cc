@@ -27,6 +27,9 @@ Runner AddPplCommand(CLI::App& app) {
   cmd->add_option("--chunks", o->ppl.max_chunks, "evaluate at most this many windows (-1: all)")->capture_default_str();
 
   return [o]() -> int {
+    auto kv_types = o->model.kv_cache.ToTypes();
+    if (!kv_types.ok()) return Fail(kv_types.status());
+    o->ppl.kv_types = *kv_types;
     std::ifstream in(o->file, std::ios::binary);
     if (!in) return Fail(IoError("cannot open text file '{}'", o->file));
     std::stringstream ss;

@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "commands.h"
+#include "constraint_flags.h"
+#include "engine/constraint_vocab.h"
 #include "core/thread_pool.h"
 #include "engine/engine_core.h"
 #include "engine/generator.h"
@@ -22,6 +24,7 @@ int RunSpeculative(LoadedModel& lm, const std::vector<int32_t>& prompt, const Ge
   const int32_t n_ctx = EffectiveContext(lm.config(), gen.n_ctx);
   EngineConfig ec;
   ec.threads = threads;
+  ec.kv_types = gen.kv_types;
   ec.scheduler.max_seq_len = n_ctx;
   ec.scheduler.max_num_seqs = 1;
   ec.scheduler.max_batch_tokens = std::max(gen.n_batch, sc.num_tokens + 1);
@@ -75,6 +78,7 @@ Runner AddRunCommand(CLI::App& app) {
     SpecFlags spec;
     bool no_special = false;
     BeamSearchOptions beam;
+    ConstraintFlags constraint;
   };
   auto o = std::make_shared<Opts>();
   o->beam.beam_width = 0;  // off unless --beam-width
@@ -107,10 +111,24 @@ Runner AddRunCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-parse-special", o->no_special, "treat special-token text in the prompt as plain text");
   o->spec.Add(cmd);
+  o->constraint.Add(cmd, "--json-schema");
 
   return [o]() -> int {
+    auto kv_types = o->model.kv_cache.ToTypes();
+    if (!kv_types.ok()) return Fail(kv_types.status());
+    o->gen.kv_types = o->beam.kv_types = *kv_types;
+    auto spec = o->constraint.ToSpec();
+    if (!spec.ok()) return Fail(spec.status());
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
+    if (*spec) {
+      auto program = constraint::CompileSpec(**spec);
+      if (!program.ok()) return Fail(program.status());
+      auto grammar = std::make_shared<const constraint::CompiledGrammar>(std::move(program).value(),
+                                                                         ConstraintVocabulary(*lm->tokenizer));
+      o->gen.sampling.constraint = grammar;
+      o->beam.constraint = grammar;
+    }
     ThreadPool pool(o->model.threads);
     std::vector<int32_t> prompt = lm->tokenizer->Encode(o->prompt, true, !o->no_special);
     if (o->beam.beam_width > 0) return RunBeamSearch(*lm, pool, prompt, o->gen, o->beam);
@@ -137,7 +155,8 @@ Runner AddRunCommand(CLI::App& app) {
         "threads %d\n",
         st.prompt_tokens, st.generated_tokens, st.finish_reason.c_str(), st.ttft_s * 1e3,
         st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, decode_tps, pool.size());
-    if (std::string sp = SparsityReport(*lm->model); !sp.empty()) std::fprintf(stderr, "ferry: %s\n", sp.c_str());
+    if (std::string sp = SparsityReport(*lm->model); !sp.empty())
+      std::fprintf(stderr, "ferry: %s\n", sp.c_str());
     return 0;
   };
 }

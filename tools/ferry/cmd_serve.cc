@@ -52,6 +52,9 @@ Runner AddServeCommand(CLI::App& app) {
     if (GetLogLevel() > LogLevel::kInfo) SetLogLevel(LogLevel::kInfo);
     auto ec = o->engine.ToConfig(o->model.threads);
     if (!ec.ok()) return Fail(ec.status());
+    auto kv_types = o->model.kv_cache.ToTypes();
+    if (!kv_types.ok()) return Fail(kv_types.status());
+    ec->kv_types = *kv_types;
     if (Status st = o->model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
@@ -75,7 +78,8 @@ Runner AddServeCommand(CLI::App& app) {
     config.engine = *ec;
     SpecDraft draft;  // outlives the engine Serve() runs
     if (o->spec.enabled())
-      if (Status s = o->spec.Apply(*lm, o->model.ToLoadOptions(), nullptr, draft, config.engine.spec); !s.ok())
+      if (Status s = o->spec.Apply(*lm, o->model.ToLoadOptions(), nullptr, draft, config.engine.spec);
+          !s.ok())
         return Fail(s);
     if (config.served_model_name.empty())
       config.served_model_name = std::filesystem::path(o->model.model).filename().string();

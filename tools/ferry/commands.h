@@ -2,16 +2,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
+#include "model/kv_storage.h"
 #include "spec/self_draft.h"
 #include "spec/spec_config.h"
 
@@ -55,6 +54,15 @@ struct SparsityFlags {
 std::string SparsityReport(const Model& model);
 nlohmann::json SparsityJson(const Model& model);
 
+// KV cache storage types (kv_cache_flags.cc): --cache-type-k / --cache-type-v (llama.cpp's
+// names) and --kv-cache-dtype (vLLM's, both at once), for every command that computes.
+struct KvCacheFlags {
+  std::string type_k, type_v, dtype;  // empty: not given
+  void Add(CLI::App* cmd);
+  // f16 for what was not given; an unknown name is an error listing the valid ones.
+  StatusOr<KvCacheTypes> ToTypes() const;
+};
+
 // Options shared by commands that load a model.
 struct ModelFlags {
   std::string model;
@@ -62,6 +70,7 @@ struct ModelFlags {
   int threads = 0;
   bool no_repack = false;
   SparsityFlags sparsity;  // added with the compute options (with_threads)
+  KvCacheFlags kv_cache;   // the same
   void Add(CLI::App* cmd, bool with_threads = true);
   LoadOptions ToLoadOptions() const {
     LoadOptions o;

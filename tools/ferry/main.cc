@@ -25,6 +25,7 @@ void ModelFlags::Add(CLI::App* cmd, bool with_threads) {
     cmd->add_flag("--no-repack", no_repack,
                   "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
     sparsity.Add(cmd);
+    kv_cache.Add(cmd);
   }
 }
 

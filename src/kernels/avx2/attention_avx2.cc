@@ -1,16 +1,20 @@
 // AVX2+FMA attention micro-kernels (dispatch.h attn_scores / attn_pv), register-blocked so one
-// loaded K or V row feeds several query rows. Every (row, key) score and every (row, dim)
-// output runs the same instruction sequence whatever block it falls in: blocks only decide
-// which rows share a load, so a row's bits never depend on n_rows (batch invariance).
+// loaded K or V row feeds several query rows. K and V rows are read in their stored type
+// (kernels/kv_row.h) and dequantized in registers, 8 values at a time, into exactly KvValue's
+// floats (q8_0/q4_0: int -> float, times the block's scale), shared by every row of the block. Every (row,
+// key) score and every (row, dim) output runs the same instruction sequence whatever block it falls in:
+// blocks only decide which rows share a load, so a row's bits never depend on n_rows (batch invariance).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/avx2_util.h"
+#include "kernels/kv_row.h"
 
 namespace ferry::kernels::avx2 {
 namespace {
@@ -19,6 +23,51 @@ namespace {
 inline __m256i LaneMask(int n) {
   alignas(32) static const int32_t kBits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - n));
+}
+
+// The fp16 scale at the start of a q8_0/q4_0 block, as float.
+inline float BlockScale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return _cvtsh_ss(h);
+}
+
+// Values d..d+7 of a head row of type T (d a multiple of 8, d + 8 <= head_dim).
+template <DType T>
+inline __m256 Load8(const uint8_t* row, int d) {
+  if constexpr (T == DType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+  } else if constexpr (T == DType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
+  } else if constexpr (T == DType::kBF16) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  } else if constexpr (T == DType::kQ8_0) {
+    const uint8_t* b = row + (d / 32) * sizeof(block_q8_0);
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + d % 32)));
+    return _mm256_mul_ps(_mm256_set1_ps(BlockScale(b)), _mm256_cvtepi32_ps(q));
+  } else {
+    static_assert(T == DType::kQ4_0);
+    const uint8_t* b = row + (d / 32) * sizeof(block_q4_0);
+    const int j = d % 32;
+    __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + (j & 15)));
+    if (j >= 16) q = _mm_srli_epi16(q, 4);
+    q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+    return _mm256_mul_ps(_mm256_set1_ps(BlockScale(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+}
+
+// Values d..d+n-1 (n in 1..7, the ragged end of a head row), zeros above: only f32, f16 and
+// bf16 rows can be ragged (q8_0/q4_0 rows are whole blocks of 32).
+template <DType T>
+inline __m256 LoadTail(const uint8_t* row, int d, int n) {
+  if constexpr (T == DType::kF32) {
+    return _mm256_maskload_ps(reinterpret_cast<const float*>(row) + d, LaneMask(n));
+  } else {
+    alignas(16) uint16_t h[8] = {};
+    std::memcpy(h, row + 2 * d, 2 * static_cast<size_t>(n));
+    return Load8<T>(reinterpret_cast<const uint8_t*>(h), 0);
+  }
 }
 
 // Lane sums of a, b, c, d into lanes 0..3, each by the same tree ((x01 + x23) + (x45 + x67)),
@@ -57,24 +106,25 @@ inline void StoreScores(const Quad& acc, float scale, int nk, float* out) {
 // Scores of NR (1..3) rows x 4 keys (k: 4 row pointers; the unused ones repeat a valid row
 // and their results are dropped). Each (row, key) accumulates 8 lanes over d with FMAs in
 // order, then Hsum4: the same sequence whichever block the row is in.
-template <int NR>
-void ScoresBlock(const float* const* q, const float* const* k, int nk, int hd, float scale, float* s,
+template <DType T, int NR>
+void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd, float scale, float* s,
                  int ld_s) {
   Quad r0 = ZeroQuad(), r1 = ZeroQuad(), r2 = ZeroQuad();
-  const float *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
+  const uint8_t *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
   const float *q0 = q[0], *q1 = q[NR > 1 ? 1 : 0], *q2 = q[NR > 2 ? 2 : 0];
   int d = 0;
   for (; d + 8 <= hd; d += 8) {
-    const __m256 k0 = _mm256_loadu_ps(k0p + d), k1 = _mm256_loadu_ps(k1p + d);
-    const __m256 k2 = _mm256_loadu_ps(k2p + d), k3 = _mm256_loadu_ps(k3p + d);
+    const __m256 k0 = Load8<T>(k0p, d), k1 = Load8<T>(k1p, d);
+    const __m256 k2 = Load8<T>(k2p, d), k3 = Load8<T>(k3p, d);
     FmaQuad(r0, _mm256_loadu_ps(q0 + d), k0, k1, k2, k3);
     if constexpr (NR > 1) FmaQuad(r1, _mm256_loadu_ps(q1 + d), k0, k1, k2, k3);
     if constexpr (NR > 2) FmaQuad(r2, _mm256_loadu_ps(q2 + d), k0, k1, k2, k3);
   }
   if (d < hd) {  // ragged head_dim: zero lanes add exact zeros
     const __m256i m = LaneMask(hd - d);
-    const __m256 k0 = _mm256_maskload_ps(k0p + d, m), k1 = _mm256_maskload_ps(k1p + d, m);
-    const __m256 k2 = _mm256_maskload_ps(k2p + d, m), k3 = _mm256_maskload_ps(k3p + d, m);
+    const int n = hd - d;
+    const __m256 k0 = LoadTail<T>(k0p, d, n), k1 = LoadTail<T>(k1p, d, n);
+    const __m256 k2 = LoadTail<T>(k2p, d, n), k3 = LoadTail<T>(k3p, d, n);
     FmaQuad(r0, _mm256_maskload_ps(q0 + d, m), k0, k1, k2, k3);
     if constexpr (NR > 1) FmaQuad(r1, _mm256_maskload_ps(q1 + d, m), k0, k1, k2, k3);
     if constexpr (NR > 2) FmaQuad(r2, _mm256_maskload_ps(q2 + d, m), k0, k1, k2, k3);
@@ -90,15 +140,15 @@ struct Pair {
 };
 
 // NR (1..4) rows x 16 dims of acc from d: acc += p[r][j] * v[j] key by key, in order of j.
-template <int NR>
-void PvBlock16(const float* p, int ld_p, const float* v, int64_t v_stride, int n_keys, int d,
+template <DType T, int NR>
+void PvBlock16(const float* p, int ld_p, const uint8_t* v, int64_t v_stride, int n_keys, int d,
                float* const* acc) {
   // Arrays indexed by the constant-bound row loops below stay in registers once unrolled.
   Pair a[NR];
   for (int r = 0; r < NR; ++r) a[r] = Pair{_mm256_loadu_ps(acc[r] + d), _mm256_loadu_ps(acc[r] + d + 8)};
-  const float* vj = v + d;
+  const uint8_t* vj = v;
   for (int j = 0; j < n_keys; ++j, vj += v_stride) {
-    const __m256 lo = _mm256_loadu_ps(vj), hi = _mm256_loadu_ps(vj + 8);
+    const __m256 lo = Load8<T>(vj, d), hi = Load8<T>(vj, d + 8);
     for (int r = 0; r < NR; ++r) {
       const __m256 b = _mm256_broadcast_ss(p + r * ld_p + j);
       a[r].lo = _mm256_fmadd_ps(b, lo, a[r].lo);
@@ -113,64 +163,61 @@ void PvBlock16(const float* p, int ld_p, const float* v, int64_t v_stride, int n
 
 // One row x the last 1..15 dims from d (ragged head_dim): 8 lanes, then masked lanes; the same
 // per-lane FMA sequence as PvBlock16.
-void PvTail(const float* p, const float* v, int64_t v_stride, int n_keys, int d, int hd, float* acc) {
+template <DType T>
+void PvTail(const float* p, const uint8_t* v, int64_t v_stride, int n_keys, int d, int hd, float* acc) {
   for (; d < hd; d += 8) {
-    const __m256i m = LaneMask(hd - d < 8 ? hd - d : 8);
+    const int n = hd - d < 8 ? hd - d : 8;
+    const __m256i m = LaneMask(n);
     __m256 a = _mm256_maskload_ps(acc + d, m);
-    const float* vj = v + d;
+    const uint8_t* vj = v;
     for (int j = 0; j < n_keys; ++j, vj += v_stride)
-      a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_maskload_ps(vj, m), a);
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), n == 8 ? Load8<T>(vj, d) : LoadTail<T>(vj, d, n), a);
     _mm256_maskstore_ps(acc + d, m, a);
   }
 }
 
-template <int NR>
-void PvRows(const float* p, int ld_p, const float* v, int64_t v_stride, int n_keys, int hd,
+template <DType T, int NR>
+void PvRows(const float* p, int ld_p, const uint8_t* v, int64_t v_stride, int n_keys, int hd,
             float* const* acc) {
   int d = 0;
-  for (; d + 16 <= hd; d += 16) PvBlock16<NR>(p, ld_p, v, v_stride, n_keys, d, acc);
+  for (; d + 16 <= hd; d += 16) PvBlock16<T, NR>(p, ld_p, v, v_stride, n_keys, d, acc);
   if (d < hd)
     for (int r = 0; r < NR; ++r)
-      PvTail(p + static_cast<int64_t>(r) * ld_p, v, v_stride, n_keys, d, hd, acc[r]);
+      PvTail<T>(p + static_cast<int64_t>(r) * ld_p, v, v_stride, n_keys, d, hd, acc[r]);
+}
+
+template <DType T>
+void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
+                int head_dim, float scale, float* s, int ld_s) {
+  const uint8_t* k = static_cast<const uint8_t*>(k_void);
+  for (int j0 = 0; j0 < n_keys; j0 += 4) {
+    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
+    const uint8_t* kr[4];
+    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
+    ForRowBlocks<3>(n_rows, [=](auto nr, int r) {
+      ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    });
+  }
+}
+
+template <DType T>
+void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_stride, int n_keys,
+            int head_dim, float* const* acc) {
+  const uint8_t* v = static_cast<const uint8_t*>(v_void);
+  ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+    PvRows<T, decltype(nr)::value>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+  });
 }
 
 }  // namespace
 
-void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys, int head_dim,
-                float scale, float* s, int ld_s) {
-  for (int j0 = 0; j0 < n_keys; j0 += 4) {
-    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
-    const float* kr[4];
-    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
-    int r = 0;
-    for (; r + 3 <= n_rows; r += 3)
-      ScoresBlock<3>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    if (n_rows - r == 2)
-      ScoresBlock<2>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    if (n_rows - r == 1)
-      ScoresBlock<1>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-  }
-}
-
-void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
-            float* const* acc) {
-  int r = 0;
-  for (; r + 4 <= n_rows; r += 4)
-    PvRows<4>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-  const float* pr = p + static_cast<int64_t>(r) * ld_p;
-  switch (n_rows - r) {
-    case 3:
-      PvRows<3>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    case 2:
-      PvRows<2>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    case 1:
-      PvRows<1>(pr, ld_p, v, v_stride, n_keys, head_dim, acc + r);
-      break;
-    default:
-      break;
-  }
+void FillAttention(internal::KernelTable& t) {
+  for (DType type : kKvTypes)
+    WithKvType(type, [&](auto tc) {
+      t.attn_scores[static_cast<int>(type)] = AttnScores<tc.value>;
+      t.attn_pv[static_cast<int>(type)] = AttnPv<tc.value>;
+    });
+  t.attn_softmax = AttnSoftmax;
 }
 
 // Max and sum by 8 lanes, tail lanes masked (-inf for the max, 0 for the sum), then reduced

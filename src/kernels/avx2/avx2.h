@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/dispatch.h"
 #include "kernels/packed_layout.h"
 
 namespace ferry::kernels::avx2 {
@@ -43,18 +44,16 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 
 // Packed MatMul micro-kernel and bandwidth-probe sum, same contracts as ref::.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
-                int nt, float* const* y);
+                int nt, int n_grp, float* const* y);
 // x must be 32-byte aligned.
 double ReadSum(const float* x, int64_t n);
 
 float DotF32Plain(const float* a, const float* b, int64_t n);
 void Axpy(float a, const float* x, float* y, int64_t n);
 void Scale(float* y, float a, int64_t n);
-// Attention micro-kernels (attention_avx2.cc), contracts in dispatch.h.
-void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys, int head_dim,
-                float scale, float* s, int ld_s);
-void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
-            float* const* acc);
+// Attention micro-kernels of every KV type and the softmax step (attention_avx2.cc),
+// contracts in dispatch.h.
+void FillAttention(internal::KernelTable& t);
 float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum);
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);

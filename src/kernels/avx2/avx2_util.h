@@ -9,6 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/with_tokens.h"
+
 namespace ferry::kernels::avx2 {
 namespace {
 
@@ -17,28 +19,6 @@ namespace {
 // the chain (and the accumulator in a register).
 inline void KeepInRegister(__m256i& v) {
   __asm__("" : "+x"(v));
-}
-
-// Calls f(std::integral_constant<int, NT>{}) with NT = nt (1..4; more counts as 4): a
-// micro-kernel's runtime token count becomes the template one its registers are sized by.
-// Capture by value in f: with its pointers captured by reference, GCC kept the inlined
-// kernels' accumulators in memory (Packed/8/32 ran 1.6x slower).
-template <typename F>
-inline void WithTokens(int nt, F&& f) {
-  switch (nt) {
-    case 1:
-      f(std::integral_constant<int, 1>{});
-      break;
-    case 2:
-      f(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      break;
-    default:
-      f(std::integral_constant<int, 4>{});
-      break;
-  }
 }
 
 inline float HsumF32x8(__m256 x) {

@@ -3,7 +3,7 @@
 // an inline function with external linkage could then reach the avx512 table through the linker.
 #pragma once
 
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"
 
 #include <type_traits>
 

@@ -1,8 +1,7 @@
 // AVX-512 streaming read for the memory-bandwidth probe: four independent 512-bit load+add
 // chains, so the loop is bound by memory, not by add latency.
-#include <immintrin.h>
-
 #include "kernels/avx512/avx512.h"
+#include "kernels/avx512/avx512_util.h"
 
 namespace ferry::kernels::avx512 {
 
@@ -16,7 +15,7 @@ double ReadSum(const float* x, int64_t n) {
     a2 = _mm512_add_ps(a2, _mm512_load_ps(x + i + 32));
     a3 = _mm512_add_ps(a3, _mm512_load_ps(x + i + 48));
   }
-  double s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  double s = HsumF32x16(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
   for (; i < n; ++i) s += x[i];
   return s;
 }

@@ -13,6 +13,14 @@ namespace ferry::kernels::avx512vnni {
 // Built without ISA flags: it only takes addresses.
 void Fill(internal::KernelTable& t);
 
+// ---- packed, W8A8, ops ----
+// Packed MatMul micro-kernel, same contract as ref::PackedTile.
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
+                int nt, int n_grp, float* const* y);
+
+// W8A8 int8 x int8 dots, same contracts as ref::DotI8 / ref::DotI8x4.
+int32_t DotI8(const int8_t* w, const int8_t* x, int64_t n);
+void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
 // In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
 // table computes natively.
 void FillKQuantDots(internal::KernelTable& t);

@@ -4,6 +4,10 @@
 namespace ferry::kernels::avx512vnni {
 
 void Fill(internal::KernelTable& t) {
+  // packed, W8A8, ops
+  t.packed_tile = PackedTile;
+  t.dot_i8 = DotI8;
+  t.dot_i8x4 = DotI8x4;
   // in-place dots
   FillKQuantDots(t);
   __builtin_cpu_init();

@@ -1,35 +1,51 @@
-// Scalar attention micro-kernels (dispatch.h attn_scores / attn_pv): the truth the AVX2 ones
-// are tested against. Each row's sums run in a fixed order (over d for a score, over keys for
-// an output element) whatever the number of rows in the call.
+// Scalar attention micro-kernels (dispatch.h attn_scores / attn_pv / attn_softmax): the truth
+// the SIMD tables are tested against, one per KV type. Each stored value is KvValue's (the
+// dequantization every table reproduces exactly); each row's sums run in a fixed order (over d
+// for a score, over keys for an output element) whatever the number of rows in the call.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/kv_row.h"
 #include "kernels/ref/ref.h"
 
 namespace ferry::kernels::ref {
+namespace {
 
-void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys, int head_dim,
-                float scale, float* s, int ld_s) {
+template <DType T>
+void AttnScoresT(const float* const* q, int n_rows, const void* k, int64_t k_stride, int n_keys, int head_dim,
+                 float scale, float* s, int ld_s) {
   for (int r = 0; r < n_rows; ++r) {
     for (int j = 0; j < n_keys; ++j) {
-      const float* kj = k + j * k_stride;
+      const uint8_t* kj = static_cast<const uint8_t*>(k) + j * k_stride;
       float sum = 0.f;
-      for (int d = 0; d < head_dim; ++d) sum += q[r][d] * kj[d];
+      for (int d = 0; d < head_dim; ++d) sum += q[r][d] * KvValue<T>(kj, d);
       s[static_cast<int64_t>(r) * ld_s + j] = sum * scale;
     }
   }
 }
 
-void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
-            float* const* acc) {
+template <DType T>
+void AttnPvT(const float* p, int ld_p, int n_rows, const void* v, int64_t v_stride, int n_keys, int head_dim,
+             float* const* acc) {
   for (int r = 0; r < n_rows; ++r) {
     const float* pr = p + static_cast<int64_t>(r) * ld_p;
     for (int j = 0; j < n_keys; ++j) {
-      const float* vj = v + j * v_stride;
-      for (int d = 0; d < head_dim; ++d) acc[r][d] += pr[j] * vj[d];
+      const uint8_t* vj = static_cast<const uint8_t*>(v) + j * v_stride;
+      for (int d = 0; d < head_dim; ++d) acc[r][d] += pr[j] * KvValue<T>(vj, d);
     }
   }
+}
+
+}  // namespace
+
+void FillAttention(internal::KernelTable& t) {
+  for (DType type : kKvTypes)
+    WithKvType(type, [&](auto tc) {
+      t.attn_scores[static_cast<int>(type)] = AttnScoresT<tc.value>;
+      t.attn_pv[static_cast<int>(type)] = AttnPvT<tc.value>;
+    });
+  t.attn_softmax = AttnSoftmax;
 }
 
 float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum) {

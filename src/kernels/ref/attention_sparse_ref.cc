@@ -27,7 +27,11 @@ void AttentionSparseNaive(const float* q, int n_q, const int32_t* q_pos, int n_h
       const int nh = h1 - h0;
       // s: [nh, n_keys] scores (double), w: the softmax weights.
       std::vector<double> s(static_cast<size_t>(nh) * n_keys), w(s.size());
-      auto krow = [&](int p) { return kv.k_cache + (slot_of(p) * n_kv_heads + kvh) * head_dim; };
+      std::vector<float> k_buf(static_cast<size_t>(head_dim)), v_buf(k_buf.size());
+      auto krow = [&](int p) {
+        KvHeadRow(kv.k_type, kv.k_cache, slot_of(p) * n_kv_heads + kvh, head_dim, k_buf.data());
+        return k_buf.data();
+      };
       auto f32_score = [&](int i, int p) {
         const float* qv = q + (static_cast<int64_t>(t) * n_heads + h0 + i) * head_dim;
         double d = 0;
@@ -86,7 +90,8 @@ void AttentionSparseNaive(const float* q, int n_q, const int32_t* q_pos, int n_h
           for (int i = 0; i < nh; ++i) lost[static_cast<size_t>(i)] += w[static_cast<size_t>(i) * n_keys + p];
           continue;
         }
-        const float* v = kv.v_cache + (slot_of(p) * n_kv_heads + kvh) * head_dim;
+        KvHeadRow(kv.v_type, kv.v_cache, slot_of(p) * n_kv_heads + kvh, head_dim, v_buf.data());
+        const float* v = v_buf.data();
         for (int i = 0; i < nh; ++i)
           for (int j = 0; j < head_dim; ++j)
             acc[static_cast<size_t>(i) * head_dim + j] += w[static_cast<size_t>(i) * n_keys + p] * v[j];

@@ -46,8 +46,7 @@ void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
-          bool neox) {
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox) {
   const int half = rot_dim / 2;
   for (int j = 0; j < half; ++j) {
     const float theta = static_cast<float>(pos) * inv_freq[j];
@@ -63,8 +62,13 @@ void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const f
   }
 }
 
-void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
-                    int head_dim, float scale, const KvBlocks& kv, float* out) {
+void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out) {
+  const int64_t bytes = static_cast<int64_t>(RowBytes(t, head_dim));
+  DequantizeRow(t, static_cast<const uint8_t*>(cache) + row * bytes, out, head_dim);
+}
+
+void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
+                    float scale, const KvBlocks& kv, float* out) {
   const int group = n_heads / n_kv_heads;
   std::vector<double> scores;
   std::vector<double> acc(static_cast<size_t>(head_dim));
@@ -74,14 +78,16 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
     for (int h = 0; h < n_heads; ++h) {
       const int kvh = h / group;
       const float* qv = q + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
-      auto row = [&](const float* cache, int p) {
+      std::vector<float> row_buf(static_cast<size_t>(head_dim));
+      auto row = [&](DType type, const void* cache, int p) {
         const int64_t blk = kv.block_table[p / kv.block_size];
         const int64_t slot = blk * kv.block_size + p % kv.block_size;
-        return cache + (slot * n_kv_heads + kvh) * head_dim;
+        KvHeadRow(type, cache, slot * n_kv_heads + kvh, head_dim, row_buf.data());
+        return row_buf.data();
       };
       double max = -std::numeric_limits<double>::infinity();
       for (int p = 0; p < n_keys; ++p) {
-        const float* k = row(kv.k_cache, p);
+        const float* k = row(kv.k_type, kv.k_cache, p);
         double s = 0;
         for (int d = 0; d < head_dim; ++d) s += static_cast<double>(qv[d]) * k[d];
         scores[p] = s * scale;
@@ -94,7 +100,7 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int p = 0; p < n_keys; ++p) {
-        const float* v = row(kv.v_cache, p);
+        const float* v = row(kv.v_type, kv.v_cache, p);
         for (int d = 0; d < head_dim; ++d) acc[d] += scores[p] / sum * v[d];
       }
       float* o = out + (static_cast<int64_t>(t) * n_heads + h) * head_dim;

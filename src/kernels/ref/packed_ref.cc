@@ -9,8 +9,11 @@
 
 namespace ferry::kernels::ref {
 
-void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
-                float* const* y) {
+namespace {
+
+// One 8-row group.
+void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
+           float* const* y, int y_off) {
   const int64_t nb = sh.nb();
   const bool q8 = sh.type == DType::kQ8_0, int4 = sh.is_int4();
   const int64_t bpg = int4 ? sh.group / 32 : 1;
@@ -41,9 +44,18 @@ void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const inter
         const float sc = dw * act[t].d[b];
         acc = std::fma(sc, static_cast<float>(isum), acc);
       }
-      y[t][r] = acc;
+      y[t][y_off + r] = acc;
     }
   }
+}
+
+}  // namespace
+
+void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
+                int n_grp, float* const* y) {
+  for (int gi = 0; gi < n_grp; ++gi)
+    Group(grp + static_cast<size_t>(gi) * sh.RowGroupBytes(), sh, act, nt, y,
+          gi * static_cast<int>(internal::kPackRows));
 }
 
 }  // namespace ferry::kernels::ref

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
+#include "kernels/dispatch.h"
 #include "kernels/packed_layout.h"
 
 namespace ferry::kernels::ref {
@@ -34,7 +35,8 @@ void QuantizeActF16(const float* x, void* dst, int64_t n);   // dst: [n] fp16
 void QuantizeActBf16(const float* x, void* dst, int64_t n);  // dst: [n] bf16
 
 // ---- Dot products: weight row (type in name) x activation row (its partner type) ---------
-// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double.
+// n elements; quantized types need n % block == 0. Integer parts are exact; floats in double,
+// except q4_0 / q8_0: fma per block into one float, the packed path's order (ref::PackedTile).
 float DotF32(const void* w, const void* x, int64_t n);
 float DotF16(const void* w, const void* x, int64_t n);   // x: fp16
 float DotBf16(const void* w, const void* x, int64_t n);  // x: bf16
@@ -60,7 +62,7 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 
 // Packed MatMul micro-kernel (packed_layout.h PackedTileFn): the scalar truth.
 void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
-                float* const* y);
+                int n_grp, float* const* y);
 // Sum of floats (bandwidth probe), any order.
 double ReadSum(const float* x, int64_t n);
 
@@ -68,11 +70,9 @@ double ReadSum(const float* x, int64_t n);
 float DotF32Plain(const float* a, const float* b, int64_t n);  // float accumulation, in order
 void Axpy(float a, const float* x, float* y, int64_t n);       // y += a * x
 void Scale(float* y, float a, int64_t n);                      // y *= a
-// Attention micro-kernels (contracts in dispatch.h attn_scores / attn_pv).
-void AttnScores(const float* const* q, int n_rows, const float* k, int64_t k_stride, int n_keys, int head_dim,
-                float scale, float* s, int ld_s);
-void AttnPv(const float* p, int ld_p, int n_rows, const float* v, int64_t v_stride, int n_keys, int head_dim,
-            float* const* acc);
+// Attention micro-kernels of every KV type (contracts in dispatch.h attn_scores / attn_pv /
+// attn_softmax) into t.
+void FillAttention(internal::KernelTable& t);
 float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum);
 
 // ---- Elementwise / normalization --------------------------------------------------------
@@ -83,6 +83,9 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
           bool neox);
+
+// Head row `row` (= token slot * n_kv_heads + KV head) of a KV cache of type t, as floats [head_dim].
+void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out);
 
 // Naive causal attention (materialized scores, then softmax) for tests; same contract as
 // kernels::Attention, single-threaded.

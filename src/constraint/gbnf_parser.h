@@ -1,0 +1,21 @@
+// llama.cpp's GBNF grammar syntax (grammars/README.md there), so users' .gbnf files work:
+// `name ::= alternatives` rules with "literals", [character classes] (^, ranges, \x \u \U
+// escapes), `.`, (groups), rule references, `*` `+` `?` `{m}` `{m,}` `{m,n}` and # comments;
+// the start symbol is `root`. Token references (<...>) are not supported (an error says so).
+#pragma once
+
+#include <string_view>
+
+#include "base/status.h"
+#include "constraint/grammar.h"
+
+namespace ferry::constraint {
+
+// Errors give the line and column and what was expected there.
+StatusOr<Grammar> ParseGbnf(std::string_view text);
+
+// Decodes one UTF-8 code point at text[*pos] (advancing *pos); false on ill-formed input.
+bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp);
+void AppendUtf8(uint32_t cp, std::string& out);
+
+}  // namespace ferry::constraint

@@ -1,0 +1,15 @@
+// The tokenizer's vocabulary as the constraint layer sees it: each token's output bytes
+// (byte-fallback <0xNN> tokens give their byte, SentencePiece's '▁' a space), no bytes for
+// control/unknown/unused tokens, and the end-of-generation tokens.
+#pragma once
+
+#include <memory>
+
+#include "constraint/token_trie.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ferry {
+
+std::shared_ptr<const constraint::TokenVocabulary> ConstraintVocabulary(const Tokenizer& tok);
+
+}  // namespace ferry

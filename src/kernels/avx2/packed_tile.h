@@ -1,0 +1,148 @@
+// 256-bit packed MatMul micro-kernels (layout: kernels/packed_layout.h), shared by the avx2 and
+// avx2vnni tables: the kernel body is a template over an Ops struct that forms a block's integer
+// sums (maddubs + madd on AVX2, vpdpbusd on AVX-VNNI). Only ISA-folder .cc files include this,
+// each compiled with its own flags; everything here has internal linkage (anonymous namespace),
+// so the two instantiations never meet at link time.
+//
+// 8 rows per register: a 32-bit lane holds 4 quants of one row, the activation's 4 matching
+// bytes are broadcast. The weights of a block are unpacked once and used for NT tokens. Float
+// work per block and token: one scale product and one FMA, in the order of ref::PackedTile, so
+// results are bit-identical to it whatever the Ops.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/packed_layout.h"
+#include "kernels/with_tokens.h"
+
+namespace ferry::kernels::packed256 {
+namespace {
+
+using internal::kPackRows;
+using internal::PackedAct;
+using internal::PackedShape;
+
+inline __m256i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+inline __m256 LoadScales8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// GCC re-associates a fully unrolled chain of integer adds into a tree, which needs more
+// registers than AVX2 has and spills every partial sum; an empty asm keeps the chain.
+inline void KeepInRegister(__m256i& v) {
+  __asm__("" : "+x"(v));
+}
+
+// 4-bit weights (q4_0: z = 8, int4: z per group). Ops::Acc4 accumulates one token's products
+// of a block (u8 weights in [0, 15] x s8 activations); Ops::Sum4 turns it into int32 lanes.
+template <typename Ops, int NT, bool kInt4>
+void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const int64_t nb = sh.nb();
+  const int64_t bpg = kInt4 ? sh.group / 32 : 1;
+  const uint8_t* qs = grp;
+  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  const uint8_t* zs = kInt4 ? grp + sh.QsBytes() + sh.ng() * kPackRows * 2 : nullptr;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 dw = _mm256_setzero_ps();
+  __m256i zv = _mm256_set1_epi32(8);  // int16 pairs (z, 0) per row lane
+  int64_t group_end = 0;  // int4: first block of the next group (a counter, not b % bpg per block)
+  for (int64_t b = 0, g = 0; b < nb; ++b) {
+    if (kInt4) {
+      if (b == group_end) {
+        dw = LoadScales8(dsc + g * 8);
+        zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zs + g * 8)));
+        ++g;
+        group_end += bpg;
+      }
+    } else {
+      dw = LoadScales8(dsc + b * 8);
+    }
+    const uint8_t* wb = qs + b * 128;
+    __m256i s[NT];
+    for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 32 * j));
+      const __m256i lo = _mm256_and_si256(w, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = act[t].qs + b * 32;
+        s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        KeepInRegister(s[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      // z * s exact in int32 (|s| <= 32 * 127 fits the int16 half madd reads).
+      const __m256i corr = _mm256_madd_epi16(zv, _mm256_set1_epi32(act[t].s[b] & 0xFFFF));
+      const __m256i isum = _mm256_sub_epi32(Ops::Sum4(s[t]), corr);
+      const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(act[t].d[b]));
+      acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
+}
+
+// 8-bit weights (signed, -128 included). Ops::Prep8 turns a weight load into what Ops::Acc8
+// multiplies; Ops::kBias8 * s[t,b] is subtracted from the int32 sum (VNNI offsets the weights
+// to unsigned by +128).
+template <typename Ops, int NT>
+void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const int64_t nb = sh.nb();
+  const uint8_t* qs = grp;
+  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256 dw = LoadScales8(dsc + b * 8);
+    const uint8_t* wb = qs + b * 256;
+    __m256i s32[NT];
+    for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const auto w = Ops::Prep8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 32 * s)));
+      for (int t = 0; t < NT; ++t) {
+        s32[t] = Ops::Acc8(s32[t], w, Bcast4(act[t].qs + b * 32 + 4 * s));
+        KeepInRegister(s32[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      __m256i isum = s32[t];
+      if (Ops::kBias8 != 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(Ops::kBias8 * act[t].s[b]));
+      const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(act[t].d[b]));
+      acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
+}
+
+// The PackedTileFn body: groups one at a time (8 rows fill a 256-bit register).
+template <typename Ops>
+void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, int n_grp,
+                float* const* y) {
+  static_assert(internal::kMaxTileTokens == 4, "WithTokens instantiates 1..4 tokens");
+  for (int gi = 0; gi < n_grp; ++gi) {
+    const uint8_t* g = grp + static_cast<size_t>(gi) * sh.RowGroupBytes();
+    float* yg[internal::kMaxTileTokens] = {};
+    for (int t = 0; t < nt; ++t) yg[t] = y[t] + gi * kPackRows;
+    WithTokens(nt, [=](auto k) {
+      constexpr int NT = decltype(k)::value;
+      if (sh.type == DType::kQ8_0) {
+        Tile8<Ops, NT>(g, sh, act, yg);
+      } else if (sh.is_int4()) {
+        Tile4<Ops, NT, true>(g, sh, act, yg);
+      } else {
+        Tile4<Ops, NT, false>(g, sh, act, yg);
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace ferry::kernels::packed256

@@ -1,0 +1,183 @@
+// AVX-512 attention micro-kernels (dispatch.h attn_scores / attn_pv) for every KV type: the
+// AVX2 kernels' scheme on 16 lanes and twice the registers. K and V rows are read in their
+// stored type and dequantized in registers, 16 values at a time, into exactly KvValue's floats
+// (q8_0/q4_0: int -> float, times the block's scale), each shared by all rows of a block.
+// Every (row, key) score and every (row, dim) output runs the same instruction sequence
+// whatever block it falls in: blocks only decide which rows share a load, so a row's bits
+// never depend on n_rows (batch invariance).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/avx512/avx512.h"
+#include "kernels/avx512/avx512_util.h"
+#include "kernels/kv_row.h"
+
+namespace ferry::kernels::avx512 {
+namespace {
+
+inline float BlockScale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return _cvtsh_ss(h);
+}
+
+// Values d..d+15 of a head row of type T (d a multiple of 16, d + 16 <= head_dim).
+template <DType T>
+inline __m512 Load16(const uint8_t* row, int d) {
+  if constexpr (T == DType::kF32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + d);
+  } else if constexpr (T == DType::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d)));
+  } else if constexpr (T == DType::kBF16) {
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  } else if constexpr (T == DType::kQ8_0) {
+    const uint8_t* b = row + (d / 32) * sizeof(block_q8_0);
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d % 32)));
+    return _mm512_mul_ps(_mm512_set1_ps(BlockScale(b)), _mm512_cvtepi32_ps(q));
+  } else {
+    static_assert(T == DType::kQ4_0);
+    const uint8_t* b = row + (d / 32) * sizeof(block_q4_0);
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    if (d % 32 != 0) q = _mm_srli_epi16(q, 4);  // elements 16..31: the high nibbles
+    q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+    return _mm512_mul_ps(_mm512_set1_ps(BlockScale(b)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+}
+
+// Values d..d+n-1 (n in 1..15, a ragged row end), zeros above: only f32, f16 and bf16 rows can
+// be ragged (q8_0/q4_0 rows are whole blocks of 32).
+template <DType T>
+inline __m512 LoadTail16(const uint8_t* row, int d, int n) {
+  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+  if constexpr (T == DType::kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * d);
+    if constexpr (T == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+inline __m512 LoadQ(const float* q, int d, int n) {
+  return n >= 16 ? _mm512_loadu_ps(q + d)
+                 : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), q + d);
+}
+
+// 16 lanes -> 8 (hi + lo), then lane sums of 4 vectors into lanes 0..3 by a fixed tree.
+inline __m256 Fold(__m512 x) {
+  return _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_castps512_ps256(_mm512_shuffle_f32x4(x, x, 0xEE)));
+}
+inline __m128 Hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m256 ab = _mm256_hadd_ps(Fold(a), Fold(b));
+  const __m256 cd = _mm256_hadd_ps(Fold(c), Fold(d));
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// Scores of NR (1..4) rows x 4 keys (k: 4 row pointers; unused ones repeat a valid row and their
+// results are dropped). Each (row, key) accumulates 16 lanes over d with FMAs in order, then
+// Hsum4: the same sequence whichever block the row is in.
+template <DType T, int NR>
+void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd, float scale, float* s,
+                 int ld_s) {
+  __m512 acc[NR][4];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; d += 16) {
+    const int n = hd - d;
+    __m512 kv[4];
+    for (int j = 0; j < 4; ++j) kv[j] = n >= 16 ? Load16<T>(k[j], d) : LoadTail16<T>(k[j], d, n);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 qv = LoadQ(q[r], d, n);
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    const __m128 sums = _mm_mul_ps(Hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), _mm_set1_ps(scale));
+    alignas(16) float tmp[4];
+    _mm_store_ps(tmp, sums);
+    for (int j = 0; j < nk; ++j) s[static_cast<int64_t>(r) * ld_s + j] = tmp[j];
+  }
+}
+
+template <DType T>
+void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
+                int head_dim, float scale, float* s, int ld_s) {
+  const uint8_t* k = static_cast<const uint8_t*>(k_void);
+  for (int j0 = 0; j0 < n_keys; j0 += 4) {
+    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
+    const uint8_t* kr[4];
+    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
+    ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+      ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    });
+  }
+}
+
+// NR (1..4) rows x NV (1..4) vectors of 16 dims from d: acc += p[r][j] * v[j] key by key, in
+// order of j (n: the dims left in the row; the last vector is masked when n < 16 * NV).
+template <DType T, int NR, int NV>
+void PvBlock(const float* p, int ld_p, const uint8_t* v, int64_t v_stride, int n_keys, int d, int n,
+             float* const* acc) {
+  __mmask16 mask[NV];
+  for (int i = 0; i < NV; ++i) {
+    const int left = n - 16 * i;
+    mask[i] = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+  }
+  __m512 a[NR][NV];
+  for (int r = 0; r < NR; ++r)
+    for (int i = 0; i < NV; ++i) a[r][i] = _mm512_maskz_loadu_ps(mask[i], acc[r] + d + 16 * i);
+  const uint8_t* vj = v;
+  for (int j = 0; j < n_keys; ++j, vj += v_stride) {
+    __m512 vv[NV];
+    for (int i = 0; i < NV; ++i) {
+      const int left = n - 16 * i;
+      vv[i] = left >= 16 ? Load16<T>(vj, d + 16 * i) : LoadTail16<T>(vj, d + 16 * i, left);
+    }
+    for (int r = 0; r < NR; ++r) {
+      const __m512 b = _mm512_set1_ps(p[r * ld_p + j]);
+      for (int i = 0; i < NV; ++i) a[r][i] = _mm512_fmadd_ps(b, vv[i], a[r][i]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(acc[r] + d + 16 * i, mask[i], a[r][i]);
+}
+
+// All dims of NR rows: 64-dim passes, then one pass over what is left.
+template <DType T, int NR>
+void PvRows(const float* p, int ld_p, const uint8_t* v, int64_t v_stride, int n_keys, int hd,
+            float* const* acc) {
+  int d = 0;
+  for (; d + 64 <= hd; d += 64) PvBlock<T, NR, 4>(p, ld_p, v, v_stride, n_keys, d, 64, acc);
+  const int n = hd - d;
+  if (n > 32) {
+    PvBlock<T, NR, 3>(p, ld_p, v, v_stride, n_keys, d, n, acc);
+  } else if (n > 16) {
+    PvBlock<T, NR, 2>(p, ld_p, v, v_stride, n_keys, d, n, acc);
+  } else if (n > 0) {
+    PvBlock<T, NR, 1>(p, ld_p, v, v_stride, n_keys, d, n, acc);
+  }
+}
+
+template <DType T>
+void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_stride, int n_keys,
+            int head_dim, float* const* acc) {
+  const uint8_t* v = static_cast<const uint8_t*>(v_void);
+  ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+    PvRows<T, decltype(nr)::value>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+  });
+}
+
+}  // namespace
+
+void FillAttention(internal::KernelTable& t) {
+  for (DType type : kKvTypes)
+    WithKvType(type, [&](auto tc) {
+      t.attn_scores[static_cast<int>(type)] = AttnScores<tc.value>;
+      t.attn_pv[static_cast<int>(type)] = AttnPv<tc.value>;
+    });
+}
+
+}  // namespace ferry::kernels::avx512

@@ -1,0 +1,186 @@
+// 512-bit packed MatMul micro-kernels (layout: kernels/packed_layout.h), shared by the avx512
+// and avx512vnni tables: a template over an Ops struct that forms a block's integer sums
+// (maddubs + madd on AVX-512 BW, vpdpbusd on AVX512_VNNI). Only ISA-folder .cc files include
+// this, each compiled with its own flags; everything here has internal linkage.
+//
+// Two 8-row groups per register: the low 256 bits hold a 32-byte load of group g, the high
+// 256 bits the same load of group g + 1, so one broadcast of 4 activation bytes feeds 16 rows
+// (the 8-row layout is kept; see docs/architecture.md for the 16-row alternative measured).
+// Per block and token the float work is one scale product and one FMA per row, in the order
+// of ref::PackedTile, so results are bit-identical to it and to the 256-bit tables.
+#pragma once
+
+// clang-format off
+#include "kernels/x86_intrinsics.h"  // first: before anything that includes immintrin.h
+// clang-format on
+#include <cstring>
+
+#include "kernels/packed_layout.h"
+#include "kernels/with_tokens.h"
+
+namespace ferry::kernels::packed512 {
+namespace {
+
+using internal::kPackRows;
+using internal::PackedAct;
+using internal::PackedShape;
+
+inline __m512i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// 32 bytes at p (group g) in the low half; with kTwo the 32 bytes at p + gs (group g + 1) in
+// the high half, else zeros (their lanes' results are dropped).
+template <bool kTwo>
+inline __m512i Load2(const uint8_t* p, size_t gs) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (!kTwo) return _mm512_zextsi256_si512(lo);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + gs)), 1);
+}
+
+// 8 fp16 scales at p (and 8 at p + gs bytes) -> 16 floats.
+template <bool kTwo>
+inline __m512 LoadScales16(const uint16_t* p, size_t gs) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (!kTwo) return _mm512_cvtph_ps(_mm256_zextsi128_si256(lo));
+  const __m128i hi =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(p) + gs));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// 8 u8 zero points at p (and 8 at p + gs) -> 16 int32 lanes (int16 pairs (z, 0) for madd).
+template <bool kTwo>
+inline __m512i LoadZ16(const uint8_t* p, size_t gs) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i hi = kTwo ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + gs)) : _mm_setzero_si128();
+  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi));
+}
+
+// Keeps GCC from re-associating the unrolled integer chains into a tree that spills.
+inline void KeepInRegister(__m512i& v) {
+  __asm__("" : "+v"(v));
+}
+
+template <bool kTwo>
+inline void Store(float* y, __m512 v) {
+  if (kTwo) {
+    _mm512_storeu_ps(y, v);
+  } else {
+    _mm256_storeu_ps(y, _mm512_castps512_ps256(v));
+  }
+}
+
+// 4-bit weights (q4_0: z = 8, int4: z per group). Ops::Acc4 accumulates one token's products
+// of a block (u8 weights in [0, 15] x s8 activations); Ops::Sum4 turns them into int32 lanes.
+template <typename Ops, int NT, bool kInt4, bool kTwo>
+void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const int64_t nb = sh.nb();
+  const size_t gs = sh.RowGroupBytes();
+  const int64_t bpg = kInt4 ? sh.group / 32 : 1;
+  const uint8_t* qs = grp;
+  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  const uint8_t* zs = kInt4 ? grp + sh.QsBytes() + sh.ng() * kPackRows * 2 : nullptr;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  __m512 dw = _mm512_setzero_ps();
+  __m512i zv = _mm512_set1_epi32(8);  // int16 pairs (z, 0) per row lane
+  int64_t group_end = 0;              // int4: first block of the next group
+  for (int64_t b = 0, g = 0; b < nb; ++b) {
+    if (kInt4) {
+      if (b == group_end) {
+        dw = LoadScales16<kTwo>(dsc + g * 8, gs);
+        zv = LoadZ16<kTwo>(zs + g * 8, gs);
+        ++g;
+        group_end += bpg;
+      }
+    } else {
+      dw = LoadScales16<kTwo>(dsc + b * 8, gs);
+    }
+    const uint8_t* wb = qs + b * 128;
+    __m512i s[NT];
+    for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      const __m512i w = Load2<kTwo>(wb + 32 * j, gs);
+      const __m512i lo = _mm512_and_si512(w, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = act[t].qs + b * 32;
+        s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        KeepInRegister(s[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      // z * s exact in int32 (|s| <= 32 * 127 fits the int16 half madd reads).
+      const __m512i corr = _mm512_madd_epi16(zv, _mm512_set1_epi32(act[t].s[b] & 0xFFFF));
+      const __m512i isum = _mm512_sub_epi32(Ops::Sum4(s[t]), corr);
+      const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[b]));
+      acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) Store<kTwo>(y[t], acc[t]);
+}
+
+// 8-bit weights (signed, -128 included). Ops::Prep8 turns a weight load into what Ops::Acc8
+// multiplies; Ops::kBias8 * s[t,b] is subtracted from the int32 sum.
+template <typename Ops, int NT, bool kTwo>
+void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const int64_t nb = sh.nb();
+  const size_t gs = sh.RowGroupBytes();
+  const uint8_t* qs = grp;
+  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 dw = LoadScales16<kTwo>(dsc + b * 8, gs);
+    const uint8_t* wb = qs + b * 256;
+    __m512i s32[NT];
+    for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const auto w = Ops::Prep8(Load2<kTwo>(wb + 32 * s, gs));
+      for (int t = 0; t < NT; ++t) {
+        s32[t] = Ops::Acc8(s32[t], w, Bcast4(act[t].qs + b * 32 + 4 * s));
+        KeepInRegister(s32[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      __m512i isum = s32[t];
+      if (Ops::kBias8 != 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(Ops::kBias8 * act[t].s[b]));
+      const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[b]));
+      acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) Store<kTwo>(y[t], acc[t]);
+}
+
+template <typename Ops, int NT, bool kTwo>
+void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  if (sh.type == DType::kQ8_0) {
+    Tile8<Ops, NT, kTwo>(grp, sh, act, y);
+  } else if (sh.is_int4()) {
+    Tile4<Ops, NT, true, kTwo>(grp, sh, act, y);
+  } else {
+    Tile4<Ops, NT, false, kTwo>(grp, sh, act, y);
+  }
+}
+
+// The PackedTileFn body: one or two groups per call.
+template <typename Ops>
+void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, int n_grp,
+                float* const* y) {
+  static_assert(internal::kMaxTileTokens == 4 && internal::kMaxTileGroups == 2, "tile shape");
+  WithTokens(nt, [=](auto k) {
+    constexpr int NT = decltype(k)::value;
+    if (n_grp == 2) {
+      TileAny<Ops, NT, true>(grp, sh, act, y);
+    } else {
+      TileAny<Ops, NT, false>(grp, sh, act, y);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ferry::kernels::packed512

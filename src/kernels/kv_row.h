@@ -1,0 +1,98 @@
+// KV cache row formats the attention kernels read in place: one head's row of head_dim values
+// per token, stored as f32, f16, bf16, q8_0 or q4_0 (blocks of 32 along head_dim, ggml's
+// block layouts). KvValue is the scalar definition of a stored value, the one every SIMD
+// kernel reproduces bit for bit before its multiply-adds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "core/dtype.h"
+#include "core/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace ferry::kernels {
+
+// The types a KV cache may store.
+inline constexpr DType kKvTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+inline bool IsKvType(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 || t == DType::kQ4_0;
+}
+// Whether a head row of head_dim values fits type t (q8_0/q4_0: whole blocks of 32).
+inline bool KvTypeFits(DType t, int head_dim) {
+  return IsKvType(t) && head_dim > 0 && head_dim % static_cast<int>(Traits(t).block_size) == 0;
+}
+// Bytes of one head row.
+inline size_t KvRowBytes(DType t, int head_dim) {
+  return RowBytes(t, head_dim);
+}
+
+// Value d of a head row of type T: exactly what the SIMD kernels compute before multiplying
+// (q8_0: d * q, q4_0: d * (q - 8), one float product each).
+template <DType T>
+inline float KvValue(const uint8_t* row, int d) {
+  if constexpr (T == DType::kF32) {
+    float v;
+    std::memcpy(&v, row + 4 * d, 4);
+    return v;
+  } else if constexpr (T == DType::kF16 || T == DType::kBF16) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * d, 2);
+    return T == DType::kF16 ? Fp16ToFp32(h) : Bf16ToFp32(h);
+  } else if constexpr (T == DType::kQ8_0) {
+    const uint8_t* b = row + (d / 32) * sizeof(block_q8_0);
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    return Fp16ToFp32(h) * static_cast<float>(static_cast<int8_t>(b[2 + d % 32]));
+  } else {
+    static_assert(T == DType::kQ4_0);
+    const uint8_t* b = row + (d / 32) * sizeof(block_q4_0);
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    const int j = d % 32;
+    const int q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
+    return Fp16ToFp32(h) * static_cast<float>(q - 8);
+  }
+}
+
+// Register blocking of the attention micro-kernels: calls f(std::integral_constant<int, NR>{}, r)
+// for rows [r, r + NR) covering [0, n): blocks of kMax rows, then one block of the 1..kMax-1
+// left. Callers pass lambdas capturing by value (kernels/avx2/avx2_util.h WithTokens: that keeps
+// GCC's accumulators in registers).
+template <int kMax, typename F>
+inline void ForRowBlocks(int n, F&& f) {
+  int r = 0;
+  for (; r + kMax <= n; r += kMax) f(std::integral_constant<int, kMax>{}, r);
+  const int left = n - r;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((left == I + 1 ? f(std::integral_constant<int, I + 1>{}, r) : void()), ...);
+  }
+  (std::make_integer_sequence<int, kMax - 1>{});
+}
+
+// Calls f(std::integral_constant<DType, T>{}) for the runtime KV type t (IsKvType(t)).
+template <typename F>
+inline void WithKvType(DType t, F&& f) {
+  switch (t) {
+    case DType::kF16:
+      f(std::integral_constant<DType, DType::kF16>{});
+      break;
+    case DType::kBF16:
+      f(std::integral_constant<DType, DType::kBF16>{});
+      break;
+    case DType::kQ8_0:
+      f(std::integral_constant<DType, DType::kQ8_0>{});
+      break;
+    case DType::kQ4_0:
+      f(std::integral_constant<DType, DType::kQ4_0>{});
+      break;
+    default:
+      f(std::integral_constant<DType, DType::kF32>{});
+      break;
+  }
+}
+
+}  // namespace ferry::kernels

@@ -1,0 +1,97 @@
+#include "model/kv_storage.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "base/check.h"
+#include "kernels/kv_row.h"
+
+namespace ferry {
+
+StatusOr<DType> ParseKvCacheType(std::string_view name, std::string_view flag) {
+  std::optional<DType> t = DTypeFromName(name);
+  if (!t || !kernels::IsKvType(*t))
+    return InvalidArgumentError("{} '{}': expected one of f32, f16, bf16, q8_0, q4_0", flag, name);
+  return *t;
+}
+
+Status CheckKvCacheTypes(const KvCacheTypes& types, int32_t head_dim) {
+  auto check = [&](DType t, const char* flag) -> Status {
+    if (!kernels::IsKvType(t))
+      return InvalidArgumentError("{} {}: a KV cache stores f32, f16, bf16, q8_0 or q4_0", flag,
+                                  DTypeName(t));
+    if (!kernels::KvTypeFits(t, head_dim))
+      return InvalidArgumentError(
+          "{} {} quantizes each head in blocks of {} values, but this model's head_dim is {}; use f16, bf16 "
+          "or "
+          "f32",
+          flag, DTypeName(t), Traits(t).block_size, head_dim);
+    return Status::Ok();
+  };
+  FERRY_RETURN_IF_ERROR(check(types.k, "--cache-type-k"));
+  return check(types.v, "--cache-type-v");
+}
+
+size_t KvStorage::SlotBytes(int32_t n_kv_heads, int32_t head_dim, const KvCacheTypes& types) {
+  return static_cast<size_t>(n_kv_heads) *
+         (kernels::KvRowBytes(types.k, head_dim) + kernels::KvRowBytes(types.v, head_dim));
+}
+
+Status KvStorage::Allocate(size_t n_slots, int32_t n_kv_heads, int32_t head_dim, const KvCacheTypes& types,
+                           std::string_view what, std::string_view lower_flag) {
+  FERRY_RETURN_IF_ERROR(CheckKvCacheTypes(types, head_dim));
+  types_ = types;
+  n_kv_heads_ = n_kv_heads;
+  head_dim_ = head_dim;
+  n_slots_ = n_slots;
+  k_row_ = kernels::KvRowBytes(types.k, head_dim);
+  v_row_ = kernels::KvRowBytes(types.v, head_dim);
+  try {
+    k_ = AlignedBuffer(n_slots * key_slot_bytes());
+    v_ = AlignedBuffer(n_slots * value_slot_bytes());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("cannot allocate {} of {} MiB; lower {}", what,
+                                  n_slots * (key_slot_bytes() + value_slot_bytes()) >> 20, lower_flag);
+  }
+  return Status::Ok();  // not zeroed: attention reads only slots written before it
+}
+
+void KvStorage::StoreKey(size_t slot, int32_t head, const float* x) {
+  FERRY_DCHECK(slot < n_slots_ && head >= 0 && head < n_kv_heads_);
+  kernels::QuantizeRow(types_.k, x, k_.as<uint8_t>() + slot * key_slot_bytes() + head * k_row_, head_dim_);
+}
+void KvStorage::StoreValue(size_t slot, int32_t head, const float* x) {
+  FERRY_DCHECK(slot < n_slots_ && head >= 0 && head < n_kv_heads_);
+  kernels::QuantizeRow(types_.v, x, v_.as<uint8_t>() + slot * value_slot_bytes() + head * v_row_, head_dim_);
+}
+
+void KvStorage::LoadKey(size_t slot, float* x) const {
+  for (int32_t h = 0; h < n_kv_heads_; ++h)
+    kernels::DequantizeRow(types_.k, KeyBytes(slot) + h * k_row_, x + int64_t{h} * head_dim_, head_dim_);
+}
+void KvStorage::LoadValue(size_t slot, float* x) const {
+  for (int32_t h = 0; h < n_kv_heads_; ++h)
+    kernels::DequantizeRow(types_.v, ValueBytes(slot) + h * v_row_, x + int64_t{h} * head_dim_, head_dim_);
+}
+
+void KvStorage::CopySlots(size_t dst, size_t src, size_t n) {
+  FERRY_CHECK(dst + n <= n_slots_ && src + n <= n_slots_);
+  std::memmove(k_.as<uint8_t>() + dst * key_slot_bytes(), KeyBytes(src), n * key_slot_bytes());
+  std::memmove(v_.as<uint8_t>() + dst * value_slot_bytes(), ValueBytes(src), n * value_slot_bytes());
+  k_i8_.Copy(dst * row_elems(), src * row_elems(), n * row_elems());
+}
+
+void KvStorage::Attach(kernels::KvBlocks& view, size_t first_slot) const {
+  view.k_cache = KeyBytes(first_slot);
+  view.v_cache = ValueBytes(first_slot);
+  view.k_type = types_.k;
+  view.v_type = types_.v;
+  k_i8_.Attach(view, first_slot * row_elems());
+}
+
+Status KvStorage::EnableInt8Keys(std::string_view lower_flag) {
+  return k_i8_.Allocate(n_slots_ * row_elems(), head_dim_, lower_flag);
+}
+
+}  // namespace ferry
