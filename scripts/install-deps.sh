@@ -11,6 +11,7 @@ PKGS=(
   libgtest-dev libgmock-dev  # unit tests
   libbenchmark-dev      # kernel microbenchmarks
   clang libclang-rt-14-dev   # libFuzzer + ASan/UBSan for the parser fuzz targets
+  chromium              # headless browser for the chat-page test (tests/server/webui)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -15,7 +15,8 @@ assets="${FERRY_ASSETS:-$root/../shared/assets}"
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz openai_request_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz openai_request_fuzz \
+  gbnf_fuzz regex_fuzz json_schema_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -23,6 +24,7 @@ artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
 mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$seeds/tokenizer" "$seeds/openai_request" "$corpus/gguf" \
   "$corpus/safetensors" "$corpus/template" "$corpus/tokenizer" "$corpus/openai_request" "$artifacts"
+for t in gbnf regex json_schema; do mkdir -p "$seeds/$t" "$corpus/$t"; done
 
 # Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
 # a safetensors file with metadata and two tensors.
@@ -101,7 +103,20 @@ JSON
 cat >"$seeds/openai_request/chat.json" <<'JSON'
 {"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"yo"}],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":3,"max_completion_tokens":5,"stop":"\n"}
 JSON
-targets=(gguf safetensors template openai_request)
+# Constraint compilers: llama.cpp's example grammars, a few regexes and schemas.
+cp "$root"/tests/constraint/gbnf/*.gbnf "$seeds/gbnf/"
+printf '\x00^[a-z]+(\\d{2,3}|x)?$' >"$seeds/regex/plain"
+printf '\x03\\w+@[^"\\\\]{1,4}' >"$seeds/regex/json"
+cat >"$seeds/json_schema/object.json" <<'JSON'
+{"type":"object","properties":{"a":{"type":"integer","minimum":-3,"exclusiveMaximum":70},"b":{"type":["string","null"],"maxLength":4},
+ "c":{"type":"array","prefixItems":[{"const":[1,{"x":2}]}],"items":{"enum":["u","v"]},"maxItems":3},"d":{"type":"string","format":"date-time"},
+ "e":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"number","minimum":0}]}},"required":["a"],"additionalProperties":{"type":"boolean"},
+ "$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}}}
+JSON
+cat >"$seeds/openai_request/structured.json" <<'JSON'
+{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"},"strict":true}}}
+JSON
+targets=(gguf safetensors template openai_request gbnf regex json_schema)
 # The tokenizer target loads real vocabularies; without the assets it cannot run.
 if [[ -f "$assets/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" && -f "$assets/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" ]]; then
   export FERRY_ASSETS="$assets"

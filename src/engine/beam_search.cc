@@ -74,7 +74,7 @@ class BeamKv {
 
 }  // namespace
 
-StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
+StatusOr<std::vector<BeamHypothesis>> BeamSearch(const Model& model, ThreadPool* pool,
                                                  const std::vector<int32_t>& prompt,
                                                  const BeamSearchOptions& o, BeamSearchStats* stats_out) {
   const ModelConfig& cfg = model.config();
@@ -99,6 +99,9 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
   BeamSearchStats stats;
   stats.unshared_blocks = W * kv->mgr->BlocksFor(max_len);
   ForwardBatch batch;
+  ForwardScratch scratch;
+  ForwardOptions fo;
+  fo.scratch = &scratch;
   std::vector<float> logits;  // [beams, n_vocab]
 
   // Prefill the prompt once; every beam descends from this sequence.
@@ -107,7 +110,7 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
   kv->cache->SetBlockTable(0, live[0].kv.blocks());
   for (int32_t p = 0; p < P; ++p) batch.Add(prompt[static_cast<size_t>(p)], p, 0, p + 1 == P);
   logits.resize(static_cast<size_t>(n_vocab));
-  FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool));
+  FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool, fo));
   const int32_t top = std::min(2 * W, n_vocab);
   std::vector<uint64_t> mask;
   if (o.constraint) live[0].matcher.emplace(o.constraint);
@@ -211,7 +214,7 @@ StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
     }
     stats.peak_blocks = std::max(stats.peak_blocks, kv->BlocksInUse());
     logits.resize(children.size() * static_cast<size_t>(n_vocab));
-    FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool));
+    FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv->cache, logits.data(), pool, fo));
     ++stats.steps;
     for (size_t i = 0; i < children.size(); ++i)
       children[i].likely =

@@ -56,7 +56,7 @@ struct BeamSearchStats {
 };
 
 // Returns the beam_width best hypotheses, best first.
-StatusOr<std::vector<BeamHypothesis>> BeamSearch(Model& model, ThreadPool* pool,
+StatusOr<std::vector<BeamHypothesis>> BeamSearch(const Model& model, ThreadPool* pool,
                                                  const std::vector<int32_t>& prompt,
                                                  const BeamSearchOptions& options,
                                                  BeamSearchStats* stats = nullptr);

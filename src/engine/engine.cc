@@ -6,7 +6,7 @@
 
 namespace ferry {
 
-StatusOr<std::unique_ptr<Engine>> Engine::Create(Model& model, const Tokenizer* tokenizer,
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer* tokenizer,
                                                  const EngineConfig& config, OutputCallback on_output) {
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, tokenizer, config));
   std::unique_ptr<Engine> e(new Engine());

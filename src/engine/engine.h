@@ -21,7 +21,7 @@ class Engine {
  public:
   // `on_output` runs on the loop thread, once per branch per step with new tokens, and once
   // with finished = true per branch; it must not call back into the engine's Wait*.
-  static StatusOr<std::unique_ptr<Engine>> Create(Model& model, const Tokenizer* tokenizer,
+  static StatusOr<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer* tokenizer,
                                                   const EngineConfig& config, OutputCallback on_output);
   ~Engine();  // stops the loop; unfinished requests are dropped and their blocks returned
   Engine(const Engine&) = delete;

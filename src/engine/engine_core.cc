@@ -3,15 +3,16 @@
 #include <algorithm>
 
 #include "base/log.h"
-#include "spec/create_proposer.h"
+#include "speculative/create_proposer.h"
 
 namespace ferry {
 
-StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tokenizer* tokenizer,
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const Tokenizer* tokenizer,
                                                          const EngineConfig& config) {
   const ModelConfig& mc = model.config();
   if (config.block_size <= 0) return InvalidArgumentError("the KV block size must be positive");
-  if (config.scheduler.max_batch_tokens <= 0) return InvalidArgumentError("--max-batch-tokens must be positive");
+  if (config.scheduler.max_batch_tokens <= 0)
+    return InvalidArgumentError("--max-batch-tokens must be positive");
   if (config.scheduler.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
   FERRY_RETURN_IF_ERROR(CheckKvCacheTypes(config.kv_types, mc.head_dim));  // before sizing blocks in them
   int64_t num_blocks = config.num_blocks;
@@ -20,13 +21,15 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
                                       PagedKvCache::BlockBytes(mc.n_layers, config.block_size, mc.n_kv_heads, mc.head_dim,
                                                                config.kv_types));
   if (num_blocks <= 0)
-    return InvalidArgumentError("the KV cache memory ({} bytes) holds no {}-token block; raise --kv-cache-memory",
-                                config.kv_cache_bytes, config.block_size);
+    return InvalidArgumentError(
+        "the KV cache memory ({} bytes) holds no {}-token block; raise --kv-cache-memory",
+        config.kv_cache_bytes, config.block_size);
   if (num_blocks > (int64_t{1} << 30)) return InvalidArgumentError("too many KV blocks ({})", num_blocks);
 
   std::optional<KvBudgetConfig> budget = config.kv_budget;
   if (!budget) {
-    FERRY_ASSIGN_OR_RETURN(budget, KvBudgetFromOptions(model.sparsity()));
+    FERRY_ASSIGN_OR_RETURN(budget,
+                           KvBudgetFromOptions(config.sparsity ? *config.sparsity : model.sparsity()));
   } else if (budget->policy == KvPolicy::kFull) {
     budget.reset();
   }
@@ -75,7 +78,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
                            spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
                                                sc.max_num_seqs, sc.max_seq_len, config.kv_types},
                            e->pool_.get()));
-  e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(), budget);
+  e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(),
+                                             config.sparsity ? *config.sparsity : model.sparsity(), budget);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   return e;
 }
@@ -83,7 +87,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(Model& model, const Tok
 Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOptions& options) const {
   const int32_t n_vocab = model_->config().n_vocab;
   for (int32_t t : prompt)
-    if (t < 0 || t >= n_vocab) return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
+    if (t < 0 || t >= n_vocab)
+      return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
   if (options.spec_tokens > 32)
     return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}",
@@ -91,7 +96,8 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
   return scheduler_->Validate(static_cast<int32_t>(prompt.size()), options);
 }
 
-void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOptions& options, double arrival) {
+void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOptions& options,
+                     double arrival) {
   const int32_t n_vocab = model_->config().n_vocab;
   auto req = std::make_unique<Request>(id, 0, std::move(prompt), options, Sampler(options.sampling, n_vocab));
   // Branch b samples with seed + b (a fixed seed), like an independent request with that seed.
@@ -103,12 +109,15 @@ void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOpt
   // A request that asks for logprobs decodes plainly: verification samples from adjusted
   // distributions, and every token's raw logprobs come from the plain sampling path.
   if (proposer_ && options.logprobs < 0)
-    req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens, spec_config_.adaptive);
+    req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens,
+                     spec_config_.adaptive);
   req->times.arrival = arrival;
   scheduler_->Add(std::move(req));
 }
 
-void EngineCore::Abort(RequestId id) { scheduler_->Abort(id); }
+void EngineCore::Abort(RequestId id) {
+  scheduler_->Abort(id);
+}
 
 StatusOr<std::vector<RequestOutput>> EngineCore::Step() {
   std::vector<RequestOutput> outputs;
@@ -149,6 +158,10 @@ Status EngineCore::Propose() {
   FERRY_RETURN_IF_ERROR(proposer_->Propose(requests));
   spec_draft_s_ += timer.Seconds();
   return Status::Ok();
+}
+
+const SparsityStats& EngineCore::sparsity_stats() const {
+  return runner_->sparsity_stats();
 }
 
 EngineStats EngineCore::Stats() const {

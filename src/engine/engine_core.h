@@ -19,30 +19,33 @@
 #include "model/kv_budget_policy.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "spec/proposer.h"
-#include "spec/spec_config.h"
+#include "speculative/proposer.h"
+#include "speculative/spec_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ferry {
 
 struct EngineConfig {
-  int32_t block_size = 16;            // tokens per KV block
-  int32_t num_blocks = 0;             // 0: as many as kv_cache_bytes holds
+  int32_t block_size = 16;  // tokens per KV block
+  int32_t num_blocks = 0;   // 0: as many as kv_cache_bytes holds
   size_t kv_cache_bytes = size_t{1} << 30;
   bool prefix_caching = true;
-  SchedulerConfig scheduler;          // scheduler.max_seq_len 0: the model's training context
-  int32_t threads = 0;                // 0: physical cores
-  spec::SpecConfig spec;              // speculative decoding (off unless a proposer is set)
+  SchedulerConfig scheduler;  // scheduler.max_seq_len 0: the model's training context
+  int32_t threads = 0;        // 0: physical cores
+  spec::SpecConfig spec;      // speculative decoding (off unless a proposer is set)
   // KV budget per sequence (docs/sparsity.md); nullopt: the model's --kv-policy/--kv-budget
   // (Model::sparsity()). Budgeted engines run without prefix caching, forks or speculation.
   std::optional<KvBudgetConfig> kv_budget;
   KvCacheTypes kv_types;  // K/V storage types of the paged cache (and a draft model's)
+  // Run-time sparsity of this engine (docs/sparsity.md); nullopt: the options the model was
+  // loaded with. Head pruning and FFN sparsity must match the model's (built at load).
+  std::optional<SparsityOptions> sparsity;
 };
 
 class EngineCore {
  public:
   // `model` and `tokenizer` (may be null: token ids only) must outlive the engine.
-  static StatusOr<std::unique_ptr<EngineCore>> Create(Model& model, const Tokenizer* tokenizer,
+  static StatusOr<std::unique_ptr<EngineCore>> Create(const Model& model, const Tokenizer* tokenizer,
                                                       const EngineConfig& config);
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -57,6 +60,8 @@ class EngineCore {
 
   bool HasWork() const { return scheduler_->HasWork(); }
   EngineStats Stats() const;
+  // The work the model's sparsity options skipped in this engine's steps.
+  const SparsityStats& sparsity_stats() const;
   double Now() const { return clock_.Seconds(); }  // seconds since creation (any thread)
   int32_t num_blocks() const { return kv_->num_blocks(); }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
@@ -71,7 +76,7 @@ class EngineCore {
   // Drafts for every running request that decodes this step and speculates.
   Status Propose();
 
-  Model* model_ = nullptr;
+  const Model* model_ = nullptr;
   const Tokenizer* tok_ = nullptr;
   Timer clock_;
   std::unique_ptr<ThreadPool> pool_;

@@ -25,10 +25,15 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
                            prompt.size(), n_ctx);
   if (options.n_batch <= 0) return InvalidArgumentError("--batch must be positive");
   // Contiguous, or budgeted (bounded memory) under --kv-policy sink|h2o.
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
-                         CreateKvCacheFor(*lm.model, 1, n_ctx, options.n_batch, options.kv_types));
-
+  const SparsityOptions& sparsity = options.sparsity ? *options.sparsity : lm.model->sparsity();
   GenerateStats stats;
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
+                         CreateKvCacheFor(cfg, sparsity, 1, n_ctx, options.n_batch, &stats.sparsity, options.kv_types));
+  ForwardScratch scratch;
+  ForwardOptions fo;
+  fo.sparsity = &sparsity;
+  fo.stats = &stats.sparsity;
+  fo.scratch = &scratch;
   stats.prompt_tokens = static_cast<int32_t>(prompt.size());
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));  // [n_vocab]
   std::vector<int32_t> history(prompt);
@@ -44,7 +49,7 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
     batch.Clear();
     for (size_t i = start; i < end; ++i)
       batch.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
-    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool, fo));
   }
   stats.prefill_s = timer.Seconds();
 
@@ -74,7 +79,7 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
     if (options.n_predict >= 0 && i + 1 >= options.n_predict) break;  // no forward for an unused token
     batch.Clear();
     batch.Add(id, pos++, 0, true);
-    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool, fo));
   }
   if (!stops.stopped()) {
     std::string rest = stops.Push(detok.Flush());

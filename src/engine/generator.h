@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,22 +18,25 @@
 namespace ferry {
 
 struct GenerateOptions {
-  int32_t n_predict = 128;   // max new tokens; < 0: until end of generation or context full
+  int32_t n_predict = 128;  // max new tokens; < 0: until end of generation or context full
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (never emitted, even partly)
   int32_t n_ctx = 0;              // 0: the model's training context, capped at 4096
   int32_t n_batch = 512;          // prompt tokens per forward call
   bool ignore_eos = false;
   KvCacheTypes kv_types;          // K/V storage types (--cache-type-k / --cache-type-v)
+  // Run-time sparsity of this call; nullopt: the options the model was loaded with.
+  std::optional<SparsityOptions> sparsity;
 };
 
 struct GenerateStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
-  double ttft_s = 0;     // start -> first token sampled (prefill + first sample)
-  double prefill_s = 0;  // prompt forward passes
-  double decode_s = 0;   // after the first token
+  double ttft_s = 0;          // start -> first token sampled (prefill + first sample)
+  double prefill_s = 0;       // prompt forward passes
+  double decode_s = 0;        // after the first token
   std::string finish_reason;  // "stop" (eos or stop string) or "length"
+  SparsityStats sparsity;     // work the model's sparsity options skipped
 };
 
 using TextSink = std::function<void(std::string_view)>;

@@ -4,7 +4,7 @@
 
 #include "base/check.h"
 #include "sampling/logprobs.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 namespace ferry {
 
@@ -32,7 +32,11 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   }
   const int32_t n_vocab = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.NumLogits()) * static_cast<size_t>(n_vocab));
-  FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_));
+  ForwardOptions fo;
+  fo.sparsity = &sparsity_;
+  fo.stats = &stats_;
+  fo.scratch = &scratch_;
+  FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_, fo));
   if (budget_)  // evict at eviction points; the scheduler returns the emptied blocks
     for (size_t i = 0; i < out.scheduled.size(); ++i) {
       const ScheduledRequest& s = out.scheduled[i];

@@ -17,29 +17,36 @@
 #include "model/kv_budget_policy.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 namespace ferry {
 
 class ModelRunner {
  public:
   // budget: the engine's KV budget (nullopt: every sequence keeps every token).
-  ModelRunner(Model& model, PagedKvCache& cache, ThreadPool* pool, std::optional<KvBudgetConfig> budget = {})
-      : model_(model), cache_(cache), pool_(pool), budget_(budget) {}
+  // sparsity: the run-time options every step runs with.
+  ModelRunner(const Model& model, PagedKvCache& cache, ThreadPool* pool, const SparsityOptions& sparsity,
+              std::optional<KvBudgetConfig> budget = {})
+      : model_(model), cache_(cache), pool_(pool), sparsity_(sparsity), budget_(budget) {}
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
   StatusOr<RunnerOutput> Execute(const SchedulerOutput& out);
+  // The work the model's sparsity options skipped, summed over every Execute.
+  const SparsityStats& sparsity_stats() const { return stats_; }
 
  private:
   // Verifies r's first num_draft drafts against logits [num_draft + 1, n_vocab].
   spec::Verification Verify(Request& r, int32_t num_draft, float* logits);
 
-  Model& model_;
+  const Model& model_;
   PagedKvCache& cache_;
   ThreadPool* pool_;
+  SparsityOptions sparsity_;
   std::optional<KvBudgetConfig> budget_;
   ForwardBatch batch_;
+  ForwardScratch scratch_;  // the forward pass's buffers, reused every step
+  SparsityStats stats_;
   std::vector<float> logits_;     // [batch_.NumLogits(), n_vocab]
   std::vector<float> row_;        // [n_vocab] pristine logits for the branches of a fork
   std::vector<float> branch_;     // [n_vocab] one branch's copy of row_ (its sampler edits it)

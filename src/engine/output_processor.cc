@@ -5,9 +5,21 @@ namespace ferry {
 OutputProcessor::TextState& OutputProcessor::State(const Request* r) {
   auto& s = states_[r];
   if (!s) {
-    s = std::unique_ptr<TextState>(new TextState{IncrementalDetokenizer(*tok_), StopMatcher(r->options.stop)});
+    s = std::unique_ptr<TextState>(
+        new TextState{IncrementalDetokenizer(*tok_, /*render_special=*/!r->options.skip_special_tokens),
+                      StopMatcher(r->options.stop, r->options.include_stop_str_in_output)});
   }
   return *s;
+}
+
+std::string OutputProcessor::Spaced(const RequestOptions& o, int32_t token, std::string text,
+                                    TextState& s) const {
+  if (o.skip_special_tokens || !o.spaces_between_special_tokens || text.empty()) return text;
+  const bool special = tok_->TokenToPiece(token).empty();  // has text only when rendered
+  std::string out = (special && s.emitted) || (!special && s.after_special) ? " " + text : text;
+  s.after_special = special;
+  s.emitted = true;
+  return out;
 }
 
 void OutputProcessor::Process(const std::vector<SeqEvent>& events, Scheduler& scheduler,
@@ -29,7 +41,7 @@ void OutputProcessor::Process(const std::vector<SeqEvent>& events, Scheduler& sc
     if (e.req->options.logprobs >= 0) o.logprobs.push_back(e.logprobs);
     if (tok_) {
       TextState& s = State(e.req);
-      o.text += s.stops.Push(s.detok.Push(e.token));
+      o.text += s.stops.Push(Spaced(e.req->options, e.token, s.detok.Push(e.token), s));
       if (s.stops.stopped()) scheduler.Finish(e.req, RequestStatus::kFinishedStop);
       s.output_index = outputs.size() - 1;
     }

@@ -46,8 +46,12 @@ class OutputProcessor {
     IncrementalDetokenizer detok;
     StopMatcher stops;
     size_t output_index = SIZE_MAX;  // this step's output of the branch, if any
+    bool emitted = false;            // some text was produced (spaces_between_special_tokens)
+    bool after_special = false;      // the last text was a rendered special token
   };
   TextState& State(const Request* r);
+  // A token's text with the spaces transformers puts around rendered special tokens.
+  std::string Spaced(const RequestOptions& o, int32_t token, std::string text, TextState& s) const;
 
   const Tokenizer* tok_;
   std::unordered_map<const Request*, std::unique_ptr<TextState>> states_;

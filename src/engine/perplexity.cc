@@ -10,7 +10,13 @@ namespace ferry {
 
 StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const std::vector<int32_t>& tokens,
                                       const PerplexityOptions& options) {
-  const ModelConfig& cfg = lm.config();
+  const int32_t bos = lm.tokenizer->add_bos() ? lm.tokenizer->bos_id() : -1;
+  return Perplexity(*lm.model, bos, pool, tokens, options);
+}
+
+StatusOr<PerplexityResult> Perplexity(const Model& model, int32_t bos, ThreadPool& pool,
+                                      const std::vector<int32_t>& tokens, const PerplexityOptions& options) {
+  const ModelConfig& cfg = model.config();
   const int32_t n_ctx = options.n_ctx;
   if (n_ctx < 4) return InvalidArgumentError("--ctx {} is too small (at least 4)", n_ctx);
   const int32_t n_batch = std::min(options.n_batch, n_ctx);
@@ -21,10 +27,15 @@ StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const s
     return InvalidArgumentError("the text has {} tokens, fewer than one window of --ctx {}", tokens.size(),
                                 n_ctx);
   // Contiguous, or budgeted under --kv-policy sink|h2o (eviction between passes of n_batch).
+  PerplexityResult r;
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
-                         CreateKvCacheFor(*lm.model, 1, n_ctx, n_batch, options.kv_types));
+                         CreateKvCacheFor(cfg, model.sparsity(), 1, n_ctx, n_batch, &r.sparsity, options.kv_types));
+  ForwardScratch scratch;
+  ForwardOptions fo;
+  fo.stats = &r.sparsity;
+  fo.taps = options.taps;
+  fo.scratch = &scratch;
   const int32_t first = n_ctx / 2;  // positions first..n_ctx-2 predict first+1..n_ctx-1
-  const int32_t bos = lm.tokenizer->bos_id();
   std::vector<float> logits(static_cast<size_t>(n_batch) * cfg.n_vocab);  // [n_batch, n_vocab]
   ForwardBatch batch;
   double nll = 0, nll2 = 0;
@@ -37,10 +48,15 @@ StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const s
       batch.Clear();
       for (int32_t p = b0; p < b1; ++p) {
         int32_t t = tokens[start + static_cast<size_t>(p)];
-        if (p == 0 && bos >= 0 && lm.tokenizer->add_bos()) t = bos;
+        if (p == 0 && bos >= 0) t = bos;
         batch.Add(t, p, 0, p >= first && p < n_ctx - 1);
       }
-      FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool));
+      FERRY_RETURN_IF_ERROR(model.Forward(batch, *kv, logits.data(), &pool, fo));
+      if (options.on_scored_rows) {
+        const int32_t p0 = std::max(b0, first), p1 = std::min(b1, n_ctx - 1);
+        if (p1 > p0)
+          FERRY_RETURN_IF_ERROR(options.on_scored_rows(logits.data(), p1 - p0, &tokens[start + p0 + 1]));
+      }
       int32_t row = 0;
       for (int32_t p = b0; p < b1; ++p) {
         if (!(p >= first && p < n_ctx - 1)) continue;
@@ -57,7 +73,6 @@ StatusOr<PerplexityResult> Perplexity(LoadedModel& lm, ThreadPool& pool, const s
     }
     if (options.progress) options.progress(chunk + 1, n_chunks, std::exp(nll / static_cast<double>(count)));
   }
-  PerplexityResult r;
   r.n_chunks = n_chunks;
   r.n_scored = count;
   double mean = nll / static_cast<double>(count);

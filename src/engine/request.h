@@ -11,7 +11,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/kv_budget_policy.h"
 #include "sampling/sampler.h"
-#include "spec/spec_state.h"
+#include "speculative/spec_state.h"
 
 namespace ferry {
 
@@ -30,11 +30,20 @@ struct RequestOptions {
   int32_t spec_tokens = -1;
   // >= 0: report each sampled token's log-probability (raw logits) and this many top alternatives.
   int32_t logprobs = -1;
+  // Tokens that finish the branch like end-of-generation (not emitted), also with ignore_eos.
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;  // a matched stop string ends the text instead of being cut
+  // false: special (control) tokens are written into the text, and with
+  // spaces_between_special_tokens separated from their neighbours by a space (transformers').
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };
 
-inline bool IsFinished(RequestStatus s) { return s >= RequestStatus::kFinishedStop; }
+inline bool IsFinished(RequestStatus s) {
+  return s >= RequestStatus::kFinishedStop;
+}
 const char* FinishReason(RequestStatus s);  // "stop", "length", "abort" or ""
 
 // Seconds on the engine's clock (0 = engine start).
@@ -63,7 +72,7 @@ struct Request {
   int32_t branch = 0;
   std::vector<int32_t> tokens;  // [num_tokens] prompt, then generated
   int32_t num_prompt_tokens = 0;
-  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  int32_t num_computed = 0;  // tokens whose K/V are in the cache
   RequestStatus status = RequestStatus::kWaiting;
   RequestOptions options;
   Sampler sampler;

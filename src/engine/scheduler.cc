@@ -235,7 +235,9 @@ std::unique_ptr<Request> Scheduler::Fork(Request& parent, size_t branch) {
 
 void Scheduler::AppendToken(Request* r, int32_t token, double now, std::vector<SeqEvent>& events,
                             TokenLogprobs logprobs) {
-  if (!r->options.ignore_eos && is_eog_ && is_eog_(token)) {
+  const std::vector<int32_t>& stop_ids = r->options.stop_token_ids;
+  if ((!r->options.ignore_eos && is_eog_ && is_eog_(token)) ||
+      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
     Retire(r, RequestStatus::kFinishedStop);
     events.push_back({r, -1, {}});
     return;

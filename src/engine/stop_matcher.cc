@@ -8,15 +8,15 @@ std::string StopMatcher::Push(const std::string& text) {
   if (stopped_) return "";
   held_ += text;
   // A complete stop string: emit what precedes the earliest one.
-  size_t first = std::string::npos;
+  size_t first = std::string::npos, first_len = 0;
   for (const auto& s : stops_) {
     if (s.empty()) continue;
     size_t at = held_.find(s);
-    if (at != std::string::npos) first = std::min(first, at);
+    if (at != std::string::npos && at < first) first = at, first_len = s.size();
   }
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = held_.substr(0, first);
+    std::string out = held_.substr(0, include_stop_ ? first + first_len : first);
     held_.clear();
     return out;
   }

@@ -9,7 +9,10 @@ namespace ferry {
 
 class StopMatcher {
  public:
-  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // include_stop: the matched stop string is emitted as the text's end (vLLM's
+  // include_stop_str_in_output) instead of being cut.
+  explicit StopMatcher(std::vector<std::string> stops, bool include_stop = false)
+      : stops_(std::move(stops)), include_stop_(include_stop) {}
 
   // Feeds new text; returns the text that is now safe to emit (it cannot be the start of a
   // stop string). After a stop string is found, stopped() is true and the text before it
@@ -21,6 +24,7 @@ class StopMatcher {
 
  private:
   std::vector<std::string> stops_;
+  bool include_stop_ = false;
   std::string held_;
   bool stopped_ = false;
 };

@@ -6,6 +6,6 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // the same operands in _mm512_cvtph_ps
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // the same operands (_mm512_cvtph_ps, 512 -> 256 casts)
 #include <immintrin.h>
 #pragma GCC diagnostic pop

@@ -124,6 +124,21 @@ StatusOr<std::unique_ptr<SparseAttention::PrunedLayer>> SparseAttention::BuildLa
   return p;
 }
 
+Status SparseAttention::CheckRunOptions(const SparsityOptions& o) const {
+  if (o.attn_skip_threshold < 0 || o.attn_skip_threshold >= 1)
+    return InvalidArgumentError("--attn-skip-threshold {} must be in [0, 1)", o.attn_skip_threshold);
+  if (!(o.attn_progressive_margin >= 0))
+    return InvalidArgumentError("--attn-progressive-margin {} must be >= 0", o.attn_progressive_margin);
+  const double fraction = o.UsesHeadPruning() ? o.prune_heads : 0;
+  if (fraction != built_fraction_ || (fraction > 0 && o.head_importance != built_file_))
+    return InvalidArgumentError(
+        "--prune-heads {} (importance '{}') differs from the head pruning the model was loaded with ({}, "
+        "'{}'): "
+        "load the model with the pruning you want to run",
+        fraction, o.head_importance, built_fraction_, built_file_);
+  return Status::Ok();
+}
+
 Status SparseAttention::Configure(const SparsityOptions& o, const ModelConfig& c,
                                   const std::vector<AttentionWeightsRef>& layers) {
   if (o.attn_skip_threshold < 0 || o.attn_skip_threshold >= 1)
@@ -165,10 +180,11 @@ Status SparseAttention::Configure(const SparsityOptions& o, const ModelConfig& c
   return Status::Ok();
 }
 
-Status SparseAttention::BeginForward(const SparsityOptions& o, KvCache& kv, SparsityStats& stats) const {
+Status SparseAttention::BeginForward(const SparsityOptions& o, KvCache& kv, SparsityStats* stats) const {
   if (o.attn_progressive) FERRY_RETURN_IF_ERROR(kv.EnableInt8Keys());
-  stats.heads_pruned = heads_pruned_;
-  stats.kv_heads_pruned = kv_heads_pruned_;
+  if (!stats) return Status::Ok();
+  stats->heads_pruned = heads_pruned_;
+  stats->kv_heads_pruned = kv_heads_pruned_;
   return Status::Ok();
 }
 
@@ -205,68 +221,20 @@ kernels::AttentionSparsity KernelOptions(const SparsityOptions& o) {
 }  // namespace
 
 void SparseAttention::Attend(const SparsityOptions& o, const ModelConfig& c, const float* q, int n_q,
-                             const int32_t* slots, const kernels::KvBlocks& kv, float* out,
-                             SparsityStats& stats, ThreadPool* pool) const {
+                             int n_heads, const int32_t* head_kv, const int32_t* slots,
+                             const kernels::KvBlocks& kv, float* out, SparsityStats* stats,
+                             ThreadPool* pool) const {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  if (o.attn_skip_threshold <= 0 && !o.attn_progressive) {
-    kernels::Attention(q, n_q, slots, c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, out, pool);
+  const bool counted = o.attn_skip_threshold > 0 || o.attn_progressive;
+  if (!head_kv && !counted) {
+    kernels::Attention(q, n_q, slots, n_heads, c.n_kv_heads, c.head_dim, scale, kv, out, pool);
     return;
   }
-  kernels::AttentionSparseCounts n;
-  kernels::AttentionSparse(q, n_q, slots, c.n_heads, c.n_kv_heads, c.head_dim, scale, kv, KernelOptions(o),
-                           out, &n, pool);
-  AddCounts(n, c.head_dim, o.attn_progressive, stats);
-}
-
-void SparseAttention::ForwardPrunedLayer(const SparsityOptions& o, const ModelConfig& c, int32_t l,
-                                         const float* xn, const ForwardBatch& b, const int32_t* slots,
-                                         const float* inv_freq, KvCache& kv, float* y, SparsityStats& stats,
-                                         ThreadPool* pool) {
-  const PrunedLayer& p = *pruned_[static_cast<size_t>(l)];
-  const int64_t n = b.size(), hd = c.head_dim;
-  const int kq = static_cast<int>(p.kept.size()), kkv = static_cast<int>(p.kept_kv.size());
-  const int64_t qd = kq * hd, width = (kq + 2 * int64_t{kkv}) * hd;
-  auto fit = [](std::vector<float>& v, int64_t size) {
-    if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
-    return v.data();
-  };
-  float* qkv = fit(qkv_, n * width);  // [n, kq + 2 kkv, hd]
-  float* q = fit(q_, n * qd);         // [n, kq, hd]
-  float* attn = fit(attn_, n * qd);   // [n, kq, hd]
-  p.wqkv.Apply(xn, n, qkv, pool);
-  for (int64_t i = 0; i < n; ++i) {
-    float* r = qkv + i * width;
-    if (!p.bias.empty()) kernels::AddInPlace(r, p.bias.data(), width);
-    const int32_t pos = b.positions[static_cast<size_t>(i)], seq = b.seq_ids[static_cast<size_t>(i)];
-    const int32_t slot = slots[i];
-    kernels::Rope(r, kq, c.head_dim, c.rot_dim, pos, inv_freq, c.rope_neox);
-    kernels::Rope(r + qd, kkv, c.head_dim, c.rot_dim, pos, inv_freq, c.rope_neox);
-    std::copy_n(r, qd, q + i * qd);
-    for (int j = 0; j < kkv; ++j) {
-      const int32_t g = p.kept_kv[static_cast<size_t>(j)];
-      kv.StoreKeyHead(l, seq, slot, g, r + qd + j * hd);
-      kv.StoreValueHead(l, seq, slot, g, r + qd + (kkv + j) * hd);
-    }
-    if (int8_t* k8 = kv.KeySlotInt8(l, seq, slot)) {
-      float* ks = kv.KeyScaleSlot(l, seq, slot);
-      for (int j = 0; j < kkv; ++j) {
-        const int64_t g = p.kept_kv[static_cast<size_t>(j)];
-        ks[g] = kernels::QuantizeActInt8(r + qd + j * hd, c.head_dim, 0.f, k8 + g * hd);
-      }
-    }
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::AttentionSparsity sp = KernelOptions(o);
-  sp.head_kv = p.head_kv.data();
-  for (const ForwardBatch::SeqRun& r : b.SeqRuns()) {
-    kernels::AttentionSparseCounts cnt;
-    kernels::AttentionSparse(q + r.begin * qd, r.end - r.begin, slots + r.begin, kq, c.n_kv_heads, c.head_dim,
-                             scale, kv.View(l, b.seq_ids[static_cast<size_t>(r.begin)]), sp,
-                             attn + r.begin * qd, &cnt, pool);
-    if (o.attn_skip_threshold > 0 || o.attn_progressive)
-      AddCounts(cnt, c.head_dim, o.attn_progressive, stats);
-  }
-  p.wo.Apply(attn, n, y, pool);
+  sp.head_kv = head_kv;
+  kernels::AttentionSparseCounts n;
+  kernels::AttentionSparse(q, n_q, slots, n_heads, c.n_kv_heads, c.head_dim, scale, kv, sp, out, &n, pool);
+  if (counted && stats) AddCounts(n, c.head_dim, o.attn_progressive, *stats);
 }
 
 void SparseAttention::CountHeadWork(const ModelConfig& c, int32_t l, int64_t n_tok, int64_t sum_keys,
@@ -280,7 +248,7 @@ void SparseAttention::CountHeadWork(const ModelConfig& c, int32_t l, int64_t n_t
   const int64_t dense_bytes = dense_bytes_[static_cast<size_t>(l)];
   stats.prune_flops += dense;
   stats.prune_weight_bytes += dense_bytes;
-  const PrunedLayer* p = IsPruned(l) ? pruned_[static_cast<size_t>(l)].get() : nullptr;
+  const PrunedLayer* p = Pruned(l);
   if (!p) return;
   stats.prune_flops_skipped +=
       dense - flops(static_cast<int64_t>(p->kept.size()), static_cast<int64_t>(p->kept_kv.size()));

@@ -41,40 +41,8 @@ std::vector<std::vector<int32_t>> SelectKeptHeads(const std::vector<std::vector<
 
 class SparseAttention {
  public:
-  // Builds the pruned weights when `o` asks for head pruning (rebuilt only when the fraction or
-  // the importance file change; dropped when pruning is off). `layers`: one per model layer.
-  Status Configure(const SparsityOptions& o, const ModelConfig& c,
-                   const std::vector<AttentionWeightsRef>& layers);
-
-  // Before a forward pass: enables the cache's INT8 key copy under --attn-progressive and
-  // records the pruning plan's head counts in `stats`.
-  Status BeginForward(const SparsityOptions& o, KvCache& kv, SparsityStats& stats) const;
-
-  // Writes the INT8 copy of a token's key rows k: [n_kv_heads, head_dim] when the cache keeps one.
-  static void CopyKeyInt8(KvCache& kv, int32_t layer, int32_t seq, int32_t slot, const float* k,
-                          int n_kv_heads, int head_dim);
-
-  // Attention of one sequence run with every head: q: [n_q, n_heads, head_dim] -> out (same
-  // shape). The dense kernel unless value skipping or progressive precision is on.
-  void Attend(const SparsityOptions& o, const ModelConfig& c, const float* q, int n_q, const int32_t* slots,
-              const kernels::KvBlocks& kv, float* out, SparsityStats& stats, ThreadPool* pool) const;
-
-  // Whether layer l has pruned heads; then ForwardPrunedLayer is its whole attention block.
-  bool IsPruned(int32_t l) const {
-    return l < static_cast<int32_t>(pruned_.size()) && pruned_[static_cast<size_t>(l)] != nullptr;
-  }
-  // xn: [n, dim] normed input -> y: [n, dim] = W_o(attention of the kept heads); writes the kept
-  // KV heads' K/V (and INT8 copy) of every token at slots[i]. inv_freq: the model's RoPE table.
-  void ForwardPrunedLayer(const SparsityOptions& o, const ModelConfig& c, int32_t l, const float* xn,
-                          const ForwardBatch& b, const int32_t* slots, const float* inv_freq, KvCache& kv,
-                          float* y, SparsityStats& stats, ThreadPool* pool);
-
-  // Head-pruning work of layer l for one pass of n_tok tokens attending sum_keys keys in all:
-  // what a dense pass does and what the plan skips (FLOPs, weight bytes), added to stats.
-  void CountHeadWork(const ModelConfig& c, int32_t l, int64_t n_tok, int64_t sum_keys,
-                     SparsityStats& stats) const;
-
- private:
+  // The kept heads of a pruned layer: their stacked q/k/v rows and W_o columns. The model runs
+  // them through its one attention path (model/llama.cc) with these head maps.
   struct PrunedLayer {
     std::vector<int32_t> kept;                          // [kq] kept query heads
     std::vector<int32_t> head_kv;                       // [kq] their KV heads
@@ -84,6 +52,43 @@ class SparseAttention {
     std::vector<float> bias;                            // [(kq + 2 kkv) * head_dim] or empty
     std::vector<std::shared_ptr<AlignedBuffer>> owned;  // storage of the sliced weights
   };
+
+  // At load: builds the pruned weights when `o` asks for head pruning. `layers`: one per
+  // model layer. The result never changes afterwards (the model is immutable after load).
+  Status Configure(const SparsityOptions& o, const ModelConfig& c,
+                   const std::vector<AttentionWeightsRef>& layers);
+
+  // Whether a forward pass may run with `o`: its values are in range and its head pruning is
+  // the one built at load (the fraction and the importance file).
+  Status CheckRunOptions(const SparsityOptions& o) const;
+
+  // Before a forward pass: enables the cache's INT8 key copy under --attn-progressive and
+  // records the pruning plan's head counts in `stats` (when non-null).
+  Status BeginForward(const SparsityOptions& o, KvCache& kv, SparsityStats* stats) const;
+
+  // Writes the INT8 copy of a token's key rows k: [n_kv_heads, head_dim] when the cache keeps one.
+  static void CopyKeyInt8(KvCache& kv, int32_t layer, int32_t seq, int32_t slot, const float* k,
+                          int n_kv_heads, int head_dim);
+
+  // Attention of one sequence run over n_heads query heads: q: [n_q, n_heads, head_dim] -> out
+  // (same shape). head_kv: [n_heads] the cache KV head of each query head (pruned layers), or
+  // null for every head with GQA's grouping. The dense kernel unless a head map, value skipping
+  // or progressive precision asks for the sparse one.
+  void Attend(const SparsityOptions& o, const ModelConfig& c, const float* q, int n_q, int n_heads,
+              const int32_t* head_kv, const int32_t* slots, const kernels::KvBlocks& kv, float* out,
+              SparsityStats* stats, ThreadPool* pool) const;
+
+  // Layer l's kept heads, or null when the layer keeps them all.
+  const PrunedLayer* Pruned(int32_t l) const {
+    return l < static_cast<int32_t>(pruned_.size()) ? pruned_[static_cast<size_t>(l)].get() : nullptr;
+  }
+
+  // Head-pruning work of layer l for one pass of n_tok tokens attending sum_keys keys in all:
+  // what a dense pass does and what the plan skips (FLOPs, weight bytes), added to stats.
+  void CountHeadWork(const ModelConfig& c, int32_t l, int64_t n_tok, int64_t sum_keys,
+                     SparsityStats& stats) const;
+
+ private:
   StatusOr<std::unique_ptr<PrunedLayer>> BuildLayer(const ModelConfig& c, int32_t l,
                                                     const AttentionWeightsRef& w, std::vector<int32_t> kept,
                                                     ThreadPool* pool) const;
@@ -92,8 +97,7 @@ class SparseAttention {
   std::string built_file_;
   std::vector<std::unique_ptr<PrunedLayer>> pruned_;  // [n_layers], null when the layer keeps all heads
   int64_t heads_pruned_ = 0, kv_heads_pruned_ = 0;
-  std::vector<int64_t> dense_bytes_;   // [n_layers] q/k/v/o weight bytes of each unpruned layer
-  std::vector<float> qkv_, q_, attn_;  // scratch: [n, (kq + 2 kkv) hd], [n, kq hd], [n, kq hd]
+  std::vector<int64_t> dense_bytes_;  // [n_layers] q/k/v/o weight bytes of each unpruned layer
 };
 
 }  // namespace ferry

@@ -33,12 +33,17 @@ struct ForwardBatch {
   // The batch's sequence runs, in batch order.
   std::vector<SeqRun> SeqRuns() const {
     std::vector<SeqRun> runs;
+    SeqRuns(&runs);
+    return runs;
+  }
+  // The same into *runs (reusing its storage).
+  void SeqRuns(std::vector<SeqRun>* runs) const {
+    runs->clear();
     for (int32_t s = 0, e; s < size(); s = e) {
       for (e = s + 1; e < size() && seq_ids[static_cast<size_t>(e)] == seq_ids[static_cast<size_t>(s)]; ++e) {
       }
-      runs.push_back({s, e});
+      runs->push_back({s, e});
     }
-    return runs;
   }
   int32_t NumLogits() const {
     int32_t n = 0;

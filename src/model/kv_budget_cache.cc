@@ -160,15 +160,13 @@ void BudgetKvCache::Evict(int32_t seq) {
   ResizeBlocks(s, new_n);
 }
 
-StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs, int32_t max_seq_len,
-                                                    int32_t max_batch, const KvCacheTypes& types) {
-  const ModelConfig& c = model.config();
-  const SparsityOptions& o = model.sparsity();
+StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(const ModelConfig& c, const SparsityOptions& o,
+                                                    int32_t n_seqs, int32_t max_seq_len, int32_t max_batch,
+                                                    SparsityStats* stats, const KvCacheTypes& types) {
   FERRY_ASSIGN_OR_RETURN(std::optional<KvBudgetConfig> budget, KvBudgetFromOptions(o));
   if (budget) {
-    FERRY_ASSIGN_OR_RETURN(auto cache,
-                           BudgetKvCache::Create(c.n_layers, n_seqs, max_seq_len, max_batch, c.n_kv_heads,
-                                                 c.head_dim, *budget, &model.mutable_sparsity_stats(), types));
+    FERRY_ASSIGN_OR_RETURN(auto cache, BudgetKvCache::Create(c.n_layers, n_seqs, max_seq_len, max_batch,
+                                                             c.n_kv_heads, c.head_dim, *budget, stats, types));
     return std::unique_ptr<KvCache>(std::move(cache));
   }
   FERRY_ASSIGN_OR_RETURN(ContiguousKvCache cache, ContiguousKvCache::Create(c.n_layers, n_seqs, max_seq_len,

@@ -82,10 +82,13 @@ class BudgetKvCache final : public KvCache {
   SparsityStats* stats_ = nullptr;
 };
 
-// The KV cache a single-sequence-slot caller (ferry run / ppl / bench) should use for `model`'s
-// sparsity options: a contiguous cache, or a BudgetKvCache reporting into the model's stats,
-// storing K/V as `types`.
-StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(Model& model, int32_t n_seqs, int32_t max_seq_len,
-                                                    int32_t max_batch, const KvCacheTypes& types = {});
+// The KV cache a single-sequence-slot caller (ferry run / ppl / bench) should use for a model
+// of config `c` run with `options`: a contiguous cache, or a BudgetKvCache reporting its
+// evictions and memory into `stats` (when non-null; it must outlive the cache), storing K/V as
+// `types`.
+StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(const ModelConfig& c, const SparsityOptions& options,
+                                                    int32_t n_seqs, int32_t max_seq_len, int32_t max_batch,
+                                                    SparsityStats* stats = nullptr,
+                                                    const KvCacheTypes& types = {});
 
 }  // namespace ferry

@@ -56,18 +56,63 @@ class WeightReader {
   const formats::WeightSource& src_;
 };
 
+// The projections of one layer's attention block as the forward pass runs them: the dense
+// layer, or the kept heads of a pruned one (SparseAttention). Bias, RoPE, the KV write,
+// attention and W_o are one code path for both.
+struct AttentionBlock {
+  const Linear* wqkv = nullptr;  // stacked q|k|v rows, or null: wq, wk, wv apart
+  const Linear *wq = nullptr, *wk = nullptr, *wv = nullptr;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // [n_q hd], [n_kv hd] x2, or null
+  const Linear* wo = nullptr;                               // [dim, n_q hd]
+  int n_q = 0, n_kv = 0;                                    // heads computed
+  const int32_t* kv_heads = nullptr;  // [n_kv] cache KV head of each computed one; null: all, in order
+  const int32_t* head_kv = nullptr;   // [n_q] cache KV head each query head reads; null: GQA grouping
+};
+
+// Scratch slots of the layer (model/scratch.h).
+enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kTmp, kGate, kUp, kQkv, kGateUp, kTapped };
+enum IntSlot : int { kKvSlots };
+
 class LlamaModel final : public Model {
  public:
   static StatusOr<std::unique_ptr<Model>> Load(const formats::WeightSource& src, const ModelConfig& cfg,
                                                const ModelOptions& options);
 
-  Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) override;
+  Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool,
+                 const ForwardOptions& options) const override;
   size_t WeightBytes() const override { return weight_bytes_; }
 
  private:
+  // What every step of one forward call reads.
+  struct Pass {
+    const ForwardBatch& b;
+    int64_t n;  // tokens
+    KvCache& kv;
+    ThreadPool* pool;
+    const SparsityOptions& so;
+    SparsityStats* stats;        // null: not counted
+    const ActivationTaps* taps;  // null: none (fused projections allowed)
+    ForwardScratch& s;
+    const int32_t* slots;  // [n] where each token's K/V live
+    bool spread_runs;      // decode batch: one run per thread (see Forward)
+  };
+
   Status CheckBatch(const ForwardBatch& batch, const KvCache& kv) const;
+  Status CheckRunOptions(const ForwardOptions& options, const SparsityOptions& so) const;
   std::vector<AttentionWeightsRef> AttentionRefs() const;
   void EmbedTokens(const ForwardBatch& batch, float* x) const;
+
+  AttentionBlock BlockOf(int32_t l) const;
+  // y: [n, n_out] = linear(x), through the activation taps' act_quant when there is one.
+  void Apply(const Pass& p, int32_t l, LinearKind kind, const Linear& w, const float* x, float* y) const;
+  void Tap(const Pass& p, int32_t l, InputKind input, const float* x, int64_t n_in) const;
+  // xn: [n, dim] -> out: [n, dim] = W_o(attention(q, K, V)); appends the tokens' K/V.
+  void Attention(const Pass& p, int32_t l, const float* xn, float* out) const;
+  // One token's rotated k and its v ([n_kv, head_dim] each) into the cache at its slot.
+  void WriteKv(const Pass& p, int32_t l, const AttentionBlock& blk, int64_t i, const float* k,
+               const float* v) const;
+  // xn: [n, dim] -> out: [n, dim]: dense, MoE or contextual-sparse FFN.
+  void Ffn(const Pass& p, int32_t l, const float* xn, float* out) const;
 
   Linear token_embd_;               // [n_vocab, dim]
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
@@ -75,13 +120,8 @@ class LlamaModel final : public Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
   size_t weight_bytes_ = 0;
-  SparseAttention attn_sparsity_;          // pruned heads, value skipping, progressive precision
+  SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
-
-  // Per-call scratch, sized to the largest batch seen (no state carried between calls).
-  struct Scratch {
-    std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, hidden, qkv, gate_up;
-  } s_;
 };
 
 StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg,
@@ -199,47 +239,222 @@ void LlamaModel::EmbedTokens(const ForwardBatch& b, float* x) const {
   }
 }
 
-Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, ThreadPool* pool) {
+Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const SparsityOptions& so) const {
+  if (options.sparsity) {
+    FERRY_RETURN_IF_ERROR(attn_sparsity_.CheckRunOptions(so));
+    if (so.UsesFfnSparsity() &&
+        (!sparse_ffn_ || so.ffn_stats != sparsity_.ffn_stats || so.ffn_predictor != sparsity_.ffn_predictor))
+      return InvalidArgumentError(
+          "FFN sparsity with sidecar '{}' was not loaded with the model: load it with the sidecar to run",
+          so.ffn_predictor.empty() ? so.ffn_stats : so.ffn_predictor);
+  }
+  if (options.taps && !so.Exact())
+    return InvalidArgumentError("activation taps run the exact model only (no sparsity options)");
+  return Status::Ok();
+}
+
+AttentionBlock LlamaModel::BlockOf(int32_t l) const {
+  AttentionBlock blk;
+  if (const SparseAttention::PrunedLayer* pr = attn_sparsity_.Pruned(l)) {
+    const int64_t qd = static_cast<int64_t>(pr->kept.size()) * config_.head_dim;
+    const int64_t kvd = static_cast<int64_t>(pr->kept_kv.size()) * config_.head_dim;
+    blk.wqkv = &pr->wqkv;
+    if (!pr->bias.empty()) {
+      blk.bq = pr->bias.data();
+      blk.bk = blk.bq + qd;
+      blk.bv = blk.bk + kvd;
+    }
+    blk.wo = &pr->wo;
+    blk.n_q = static_cast<int>(pr->kept.size());
+    blk.n_kv = static_cast<int>(pr->kept_kv.size());
+    blk.kv_heads = pr->kept_kv.data();
+    blk.head_kv = pr->head_kv.data();
+    return blk;
+  }
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  blk.wqkv = w.wqkv.n_out > 0 ? &w.wqkv : nullptr;
+  blk.wq = &w.wq;
+  blk.wk = &w.wk;
+  blk.wv = &w.wv;
+  if (!w.bq.empty()) {
+    blk.bq = w.bq.data();
+    blk.bk = w.bk.data();
+    blk.bv = w.bv.data();
+  }
+  blk.wo = &w.wo;
+  blk.n_q = config_.n_heads;
+  blk.n_kv = config_.n_kv_heads;
+  return blk;
+}
+
+void LlamaModel::Tap(const Pass& p, int32_t l, InputKind input, const float* x, int64_t n_in) const {
+  if (p.taps && p.taps->on_input) p.taps->on_input(l, input, x, p.n, n_in);
+}
+
+void LlamaModel::Apply(const Pass& p, int32_t l, LinearKind kind, const Linear& w, const float* x,
+                       float* y) const {
+  if (p.taps && p.taps->act_quant) {                        // each linear quantizes its own copy of the input
+    float* copy = p.s.layer.Floats(kTapped, p.n * w.n_in);  // [n, n_in]
+    std::copy_n(x, p.n * w.n_in, copy);
+    p.taps->act_quant(l, kind, copy, p.n, w.n_in);
+    x = copy;
+  }
+  w.Apply(x, p.n, y, p.pool);
+}
+
+void LlamaModel::WriteKv(const Pass& p, int32_t l, const AttentionBlock& blk, int64_t i, const float* k,
+                         const float* v) const {
+  const ModelConfig& c = config_;
+  const int32_t seq = p.b.seq_ids[static_cast<size_t>(i)], slot = p.slots[i];
+  if (!blk.kv_heads) {  // k, v: [n_kv_heads, head_dim], stored in the cache's K/V types
+    p.kv.StoreKey(l, seq, slot, k);
+    SparseAttention::CopyKeyInt8(p.kv, l, seq, slot, k, c.n_kv_heads, c.head_dim);
+    p.kv.StoreValue(l, seq, slot, v);
+    return;
+  }
+  const int64_t hd = c.head_dim;  // pruned: only the kept KV heads, at their place in the cache
+  for (int j = 0; j < blk.n_kv; ++j) {
+    const int32_t g = blk.kv_heads[j];
+    p.kv.StoreKeyHead(l, seq, slot, g, k + j * hd);
+    p.kv.StoreValueHead(l, seq, slot, g, v + j * hd);
+  }
+  if (int8_t* k8 = p.kv.KeySlotInt8(l, seq, slot)) {
+    float* ks = p.kv.KeyScaleSlot(l, seq, slot);
+    for (int j = 0; j < blk.n_kv; ++j) {
+      const int64_t g = blk.kv_heads[j];
+      ks[g] = kernels::QuantizeActInt8(k + j * hd, c.head_dim, 0.f, k8 + g * hd);
+    }
+  }
+}
+
+void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out) const {
+  const ModelConfig& c = config_;
+  const AttentionBlock blk = BlockOf(l);
+  const int64_t n = p.n, hd = c.head_dim, qd = blk.n_q * hd, kvd = blk.n_kv * hd;
+  float* q = p.s.layer.Floats(kQ, n * qd);  // [n, n_q, hd] what attention reads
+  // Projected rows: q_rows/k_rows/v_rows with their row strides (one stacked matrix or three).
+  float *q_rows, *k_rows, *v_rows;
+  int64_t q_stride = qd, kv_stride = kvd;
+  Tap(p, l, InputKind::kAttnIn, xn, c.dim);
+  if (blk.wqkv && !p.taps) {
+    const int64_t width = qd + 2 * kvd;
+    float* qkv = p.s.layer.Floats(kQkv, n * width);  // [n, n_q + 2 n_kv, hd]
+    blk.wqkv->Apply(xn, n, qkv, p.pool);
+    q_rows = qkv;
+    k_rows = qkv + qd;
+    v_rows = qkv + qd + kvd;
+    q_stride = kv_stride = width;
+  } else {
+    q_rows = q;
+    k_rows = p.s.layer.Floats(kK, n * kvd);  // [n, n_kv, hd]
+    v_rows = p.s.layer.Floats(kV, n * kvd);  // [n, n_kv, hd]
+    Apply(p, l, LinearKind::kQ, *blk.wq, xn, q_rows);
+    Apply(p, l, LinearKind::kK, *blk.wk, xn, k_rows);
+    Apply(p, l, LinearKind::kV, *blk.wv, xn, v_rows);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float *qi = q_rows + i * q_stride, *ki = k_rows + i * kv_stride, *vi = v_rows + i * kv_stride;
+    if (blk.bq) {
+      kernels::AddInPlace(qi, blk.bq, qd);
+      kernels::AddInPlace(ki, blk.bk, kvd);
+      kernels::AddInPlace(vi, blk.bv, kvd);
+    }
+    const int32_t pos = p.b.positions[static_cast<size_t>(i)];
+    kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+    kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+    if (qi != q + i * qd) std::copy_n(qi, qd, q + i * qd);
+    WriteKv(p, l, blk, i, ki, vi);
+  }
+  float* attn = p.s.layer.Floats(kAttn, n * qd);  // [n, n_q, hd]
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* pool) {
+    const int32_t seq = p.b.seq_ids[static_cast<size_t>(r.begin)];
+    const int n_q = static_cast<int>(r.end - r.begin);
+    attn_sparsity_.Attend(p.so, c, q + r.begin * qd, n_q, blk.n_q, blk.head_kv, p.slots + r.begin,
+                          p.kv.View(l, seq), attn + r.begin * qd, p.stats, pool);
+    if (blk.head_kv) return;
+    if (float* sums = p.kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
+      kernels::AccumulateAttentionWeights(q + r.begin * qd, n_q, p.slots + r.begin, c.n_heads, c.n_kv_heads,
+                                          c.head_dim, scale, p.kv.View(l, seq), sums);
+  };
+  const std::vector<ForwardBatch::SeqRun>& runs = p.s.runs;
+  if (p.spread_runs) {  // each run on one thread, runs handed out one at a time
+    std::atomic<size_t> next{0};
+    p.pool->Run([&](int, int) {
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < runs.size();)
+        attend(runs[i], nullptr);
+    });
+  } else {
+    for (const ForwardBatch::SeqRun& r : runs) attend(r, p.pool);
+  }
+  Tap(p, l, InputKind::kAttnOut, attn, qd);
+  Apply(p, l, LinearKind::kO, *blk.wo, attn, out);
+}
+
+void LlamaModel::Ffn(const Pass& p, int32_t l, const float* xn, float* out) const {
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  const int64_t n = p.n, ffn = config_.ffn_dim;
+  if (w.moe) {
+    w.moe->Forward(xn, n, out, p.so.moe_capacity_factor, p.stats, p.s.ffn, p.pool);
+    return;
+  }
+  if (sparse_ffn_ && p.so.UsesFfnSparsity()) {
+    sparse_ffn_->Forward(l, {&w.w_gate, &w.w_up, &w.w_down, &w.w_gate_up}, p.so, xn, n, out, p.stats, p.s.ffn,
+                         p.pool);
+    return;
+  }
+  Tap(p, l, InputKind::kFfnIn, xn, config_.dim);
+  float* gate = p.s.layer.Floats(kGate, n * ffn);  // [n, ffn] gate, then SiLU(gate) * up
+  if (w.w_gate_up.n_out > 0 && !p.taps) {
+    float* gu = p.s.layer.Floats(kGateUp, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
+    w.w_gate_up.Apply(xn, n, gu, p.pool);
+    for (int64_t i = 0; i < n; ++i)
+      kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+  } else {
+    float* up = p.s.layer.Floats(kUp, n * ffn);  // [n, ffn]
+    Apply(p, l, LinearKind::kGate, w.w_gate, xn, gate);
+    Apply(p, l, LinearKind::kUp, w.w_up, xn, up);
+    kernels::SiluMul(gate, up, gate, n * ffn);
+  }
+  Tap(p, l, InputKind::kFfnMid, gate, ffn);
+  Apply(p, l, LinearKind::kDown, w.w_down, gate, out);  // [n, dim]
+}
+
+Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, ThreadPool* pool,
+                           const ForwardOptions& options) const {
   FERRY_RETURN_IF_ERROR(CheckBatch(b, kv));
+  const SparsityOptions& so = options.sparsity ? *options.sparsity : sparsity_;
+  FERRY_RETURN_IF_ERROR(CheckRunOptions(options, so));
   const ModelConfig& c = config_;
   const int64_t n = b.size();
   if (n == 0) return Status::Ok();
-  FERRY_RETURN_IF_ERROR(attn_sparsity_.Configure(sparsity_, c, AttentionRefs()));  // no-op if unchanged
-  FERRY_RETURN_IF_ERROR(attn_sparsity_.BeginForward(sparsity_, kv, sparsity_stats_));
+  FERRY_RETURN_IF_ERROR(attn_sparsity_.BeginForward(so, kv, options.stats));
   FERRY_RETURN_IF_ERROR(kv.BeginForward(b));
+  ForwardScratch own;  // only for callers that keep no scratch of their own
+  ForwardScratch& s = options.scratch ? *options.scratch : own;
   // Where each token's K/V live: its position, unless a budgeted cache stores kept tokens densely.
-  std::vector<int32_t> slots(static_cast<size_t>(n));  // [n]
-  for (int64_t i = 0; i < n; ++i)
-    slots[static_cast<size_t>(i)] =
-        kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
+  int32_t* slots = s.layer.Ints(kKvSlots, n);  // [n]
   int64_t sum_keys = 0;  // keys attended in this pass, over all queries (head-pruning counts)
-  for (int32_t slot : slots) sum_keys += slot + 1;
-  const int64_t dim = c.dim, q_dim = int64_t{c.n_heads} * c.head_dim,
-                kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
-  // Attention is one kernel call per sequence run.
-  const std::vector<ForwardBatch::SeqRun> runs = b.SeqRuns();
+  int32_t max_slot = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    slots[i] = kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
+    sum_keys += slots[i] + 1;
+    max_slot = std::max(max_slot, slots[i]);
+  }
+  b.SeqRuns(&s.runs);  // attention is one kernel call per sequence run
   // A decode batch is many one-query runs, each too small to be worth the pool inside the
   // kernel: spread the runs over the threads instead. Threads never change a row's bits, so
   // outputs are identical either way. Not when one run would dominate (its split across
   // threads is worth more), nor with sparse attention or H2O, which count into shared state.
-  const bool spread_runs =
-      pool && pool->size() > 1 && runs.size() > 1 && static_cast<int64_t>(runs.size()) == n &&
-      int64_t{*std::max_element(slots.begin(), slots.end()) + 1} * pool->size() <= sum_keys &&
-      !sparsity_.UsesSparseAttention() && !kv.AttentionWeightSums(0, b.seq_ids[0]);
-  auto fit = [](std::vector<float>& v, int64_t size) {
-    if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
-    return v.data();
-  };
-  float* x = fit(s_.x, n * dim);              // [n, dim] residual stream
-  float* xn = fit(s_.xn, n * dim);            // [n, dim] normalized
-  float* q = fit(s_.q, n * q_dim);            // [n, n_heads, head_dim]
-  float* k = fit(s_.k, n * kv_dim);           // [n, n_kv_heads, head_dim]
-  float* v = fit(s_.v, n * kv_dim);           // [n, n_kv_heads, head_dim]
-  float* attn = fit(s_.attn, n * q_dim);      // [n, n_heads, head_dim]
-  float* tmp = fit(s_.tmp, n * dim);          // [n, dim]
-  float* gate = fit(s_.gate, n * c.ffn_dim);  // [n, ffn]
-  float* up = fit(s_.up, n * c.ffn_dim);      // [n, ffn]
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const bool spread_runs = pool && pool->size() > 1 && s.runs.size() > 1 &&
+                           static_cast<int64_t>(s.runs.size()) == n &&
+                           int64_t{max_slot + 1} * pool->size() <= sum_keys && !so.UsesSparseAttention() &&
+                           !kv.AttentionWeightSums(0, b.seq_ids[0]);
+  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs};
+  const int64_t dim = c.dim;
+  float* x = s.layer.Floats(kX, n * dim);      // [n, dim] residual stream
+  float* xn = s.layer.Floats(kXn, n * dim);    // [n, dim] normalized
+  float* tmp = s.layer.Floats(kTmp, n * dim);  // [n, dim] a block's output
 
   EmbedTokens(b, x);
   for (int32_t l = 0; l < c.n_layers; ++l) {
@@ -248,81 +463,12 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       for (int64_t i = 0; i < n; ++i)
         kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
     }
-    if (attn_sparsity_.IsPruned(l)) {  // only the kept heads' q/k/v rows, attention and W_o columns
-      attn_sparsity_.ForwardPrunedLayer(sparsity_, c, l, xn, b, slots.data(), inv_freq_.data(), kv, tmp,
-                                        sparsity_stats_, pool);
-    } else {
-      if (w.wqkv.n_out > 0) {
-        const int64_t qkv_dim = q_dim + 2 * kv_dim;
-        float* qkv = fit(s_.qkv, n * qkv_dim);  // [n, q_dim + 2 * kv_dim]
-        w.wqkv.Apply(xn, n, qkv, pool);
-        for (int64_t i = 0; i < n; ++i) {
-          std::copy_n(qkv + i * qkv_dim, q_dim, q + i * q_dim);
-          std::copy_n(qkv + i * qkv_dim + q_dim, kv_dim, k + i * kv_dim);
-          std::copy_n(qkv + i * qkv_dim + q_dim + kv_dim, kv_dim, v + i * kv_dim);
-        }
-      } else {
-        w.wq.Apply(xn, n, q, pool);
-        w.wk.Apply(xn, n, k, pool);
-        w.wv.Apply(xn, n, v, pool);
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        if (!w.bq.empty()) {
-          kernels::AddInPlace(q + i * q_dim, w.bq.data(), q_dim);
-          kernels::AddInPlace(k + i * kv_dim, w.bk.data(), kv_dim);
-          kernels::AddInPlace(v + i * kv_dim, w.bv.data(), kv_dim);
-        }
-        const int32_t pos = b.positions[static_cast<size_t>(i)], seq = b.seq_ids[static_cast<size_t>(i)];
-        kernels::Rope(q + i * q_dim, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-        kernels::Rope(k + i * kv_dim, c.n_kv_heads, c.head_dim, c.rot_dim, pos, inv_freq_.data(),
-                      c.rope_neox);
-        kv.StoreKey(l, seq, slots[static_cast<size_t>(i)], k + i * kv_dim);
-        SparseAttention::CopyKeyInt8(kv, l, seq, slots[static_cast<size_t>(i)], k + i * kv_dim, c.n_kv_heads,
-                                     c.head_dim);
-        kv.StoreValue(l, seq, slots[static_cast<size_t>(i)], v + i * kv_dim);
-      }
-      auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* p) {
-        const int32_t seq = b.seq_ids[static_cast<size_t>(r.begin)];
-        const int n_q = static_cast<int>(r.end - r.begin);
-        attn_sparsity_.Attend(sparsity_, c, q + r.begin * q_dim, n_q, slots.data() + r.begin, kv.View(l, seq),
-                              attn + r.begin * q_dim, sparsity_stats_, p);
-        if (float* sums = kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
-          kernels::AccumulateAttentionWeights(q + r.begin * q_dim, n_q, slots.data() + r.begin, c.n_heads,
-                                              c.n_kv_heads, c.head_dim, scale, kv.View(l, seq), sums);
-      };
-      if (spread_runs) {  // each run on one thread, runs handed out one at a time
-        std::atomic<size_t> next{0};
-        pool->Run([&](int, int) {
-          for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < runs.size();)
-            attend(runs[i], nullptr);
-        });
-      } else {
-        for (const ForwardBatch::SeqRun& r : runs) attend(r, pool);
-      }
-      w.wo.Apply(attn, n, tmp, pool);
-    }
-    if (sparsity_.UsesHeadPruning()) attn_sparsity_.CountHeadWork(c, l, n, sum_keys, sparsity_stats_);
+    Attention(p, l, xn, tmp);
+    if (so.UsesHeadPruning() && options.stats)
+      attn_sparsity_.CountHeadWork(c, l, n, sum_keys, *options.stats);
     for (int64_t i = 0; i < n; ++i)
       kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
-    if (w.moe) {
-      w.moe->Forward(xn, n, tmp, sparsity_.moe_capacity_factor, &sparsity_stats_, pool);
-    } else if (sparse_ffn_ && sparsity_.UsesFfnSparsity()) {
-      sparse_ffn_->Forward(l, {&w.w_gate, &w.w_up, &w.w_down, &w.w_gate_up}, sparsity_, xn, n, tmp,
-                           &sparsity_stats_, pool);
-    } else {
-      if (w.w_gate_up.n_out > 0) {
-        const int64_t ffn = c.ffn_dim;
-        float* gu = fit(s_.gate_up, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
-        w.w_gate_up.Apply(xn, n, gu, pool);
-        for (int64_t i = 0; i < n; ++i)
-          kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
-      } else {
-        w.w_gate.Apply(xn, n, gate, pool);
-        w.w_up.Apply(xn, n, up, pool);
-        kernels::SiluMul(gate, up, gate, n * c.ffn_dim);
-      }
-      w.w_down.Apply(gate, n, tmp, pool);  // [n, dim]
-    }
+    Ffn(p, l, xn, tmp);
     if (l + 1 < c.n_layers) {  // residual add fused with the next layer's attention norm
       const std::vector<float>& next_norm = layers_[static_cast<size_t>(l) + 1].attn_norm;
       for (int64_t i = 0; i < n; ++i)

@@ -8,12 +8,25 @@
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "formats/weight_source.h"
+#include "model/activation_taps.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
+#include "model/scratch.h"
 #include "model/sparsity_options.h"
 
 namespace ferry {
+
+// What one Forward call may vary; the model itself is immutable after load, so two callers
+// (engines, generators, tools) sharing one model cannot change each other's results.
+struct ForwardOptions {
+  // Run-time sparsity; null: the options the model was loaded with. Head pruning and FFN
+  // sparsity need structures built at load, so they must match what the model was loaded with.
+  const SparsityOptions* sparsity = nullptr;
+  SparsityStats* stats = nullptr;        // the work skipped is added here; null: not counted
+  const ActivationTaps* taps = nullptr;  // offline tools: see/replace linear inputs (unfused path)
+  ForwardScratch* scratch = nullptr;     // reused buffers; null: allocated for this call
+};
 
 class Model {
  public:
@@ -27,23 +40,21 @@ class Model {
   // Runs the batch: appends each token's K/V to `kv` at its position and writes the logits
   // of the tokens with want_logits (in batch order) to logits: [batch.NumLogits(), n_vocab].
   // A sequence's earlier positions must already be in `kv`. Errors on an invalid batch.
-  virtual Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) = 0;
+  virtual Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool,
+                         const ForwardOptions& options) const = 0;
+  Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) const {
+    return Forward(batch, kv, logits, pool, ForwardOptions{});
+  }
 
   // Bytes of weights read per decoded token (for bandwidth figures; MoE: the k active experts).
   virtual size_t WeightBytes() const = 0;
 
-  // Run-time sparsity switches (exact by default) and the work they skipped so far.
+  // The run-time sparsity the model was loaded with (ModelOptions::sparsity; exact by default).
   const SparsityOptions& sparsity() const { return sparsity_; }
-  void set_sparsity(const SparsityOptions& options) { sparsity_ = options; }
-  const SparsityStats& sparsity_stats() const { return sparsity_stats_; }
-  void ResetSparsityStats() { sparsity_stats_ = SparsityStats{}; }
-  // Budgeted KV caches add their evictions and memory here (model/kv_budget_cache.h).
-  SparsityStats& mutable_sparsity_stats() { return sparsity_stats_; }
 
  protected:
   ModelConfig config_;
   SparsityOptions sparsity_;
-  SparsityStats sparsity_stats_;  // counters only: never changes what Forward computes
 };
 
 struct ModelOptions {
@@ -56,6 +67,7 @@ struct ModelOptions {
 
 // Builds the model for source.metadata()'s architecture. Weights not repacked stay in the
 // source (zero-copy): `source` must outlive the model.
-StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source, const ModelOptions& options = {});
+StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source,
+                                             const ModelOptions& options = {});
 
 }  // namespace ferry

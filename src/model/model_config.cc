@@ -32,6 +32,12 @@ Status ReadMoeConfig(const Metadata& md, const std::string& p, ModelConfig* c) {
 
 }  // namespace
 
+Status CheckArchitecture(const std::string& arch) {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe")
+    return UnsupportedError("architecture '{}' is not supported (supported: llama, qwen2, qwen2moe)", arch);
+  return Status::Ok();
+}
+
 StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   ModelConfig c;
   auto arch = md.GetString("general.architecture");
@@ -39,6 +45,8 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   c.arch = *arch;
   c.name = md.GetString("general.name").value_or(c.arch);
   const std::string p = c.arch + ".";
+  // Before the architecture's own keys: an unknown one is named as such, not as a missing key.
+  FERRY_RETURN_IF_ERROR(CheckArchitecture(c.arch));
   auto req_int = [&](const std::string& key, int32_t* out) -> Status {
     auto v = md.GetInt(p + key);
     if (!v) return InvalidArgumentError("metadata key '{}{}' is missing or not an integer", p, key);
@@ -79,9 +87,10 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
 }
 
 Status ModelConfig::Validate() const {
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe")
-    return UnsupportedError("architecture '{}' is not supported (supported: llama, qwen2, qwen2moe)", arch);
-  if (n_vocab <= 0) return InvalidArgumentError("vocabulary size unknown: set '{}.vocab_size' or tokenizer.ggml.tokens", arch);
+  FERRY_RETURN_IF_ERROR(CheckArchitecture(arch));
+  if (n_vocab <= 0)
+    return InvalidArgumentError("vocabulary size unknown: set '{}.vocab_size' or tokenizer.ggml.tokens",
+                                arch);
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || ffn_dim <= 0 || head_dim <= 0)
     return InvalidArgumentError("non-positive model dimension (dim {}, layers {}, heads {}, kv heads {}, ffn {})", dim,
                                 n_layers, n_heads, n_kv_heads, ffn_dim);

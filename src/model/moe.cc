@@ -94,10 +94,9 @@ void MaybePack(ExpertMatrix& m, bool repack, ThreadPool* pool) {
   m.packed = std::move(buf);
 }
 
-float* Fit(std::vector<float>& v, int64_t size) {
-  if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
-  return v.data();
-}
+// Scratch slots of the MoE FFN (model/scratch.h).
+enum Slot : int { kLogits, kGathered, kGate, kUp, kExpertOut, kSlotOut };
+enum ByteSlot : int { kKept };
 
 }  // namespace
 
@@ -175,10 +174,11 @@ size_t MoeFfn::ActiveBytesPerToken() const {
   return router_.bytes + shared + experts / static_cast<size_t>(n_expert_) * static_cast<size_t>(k_);
 }
 
-void MoeFfn::RunExpert(const Expert& e, const float* x, int64_t m, float* out, ThreadPool* pool) {
+void MoeFfn::RunExpert(const Expert& e, const float* x, int64_t m, float* out, Scratch& scratch,
+                       ThreadPool* pool) const {
   const int64_t ffn = e.gate.n_out;
-  float* gate = Fit(s_.gate, m * ffn);  // [m, ffn]
-  float* up = Fit(s_.up, m * ffn);      // [m, ffn]
+  float* gate = scratch.Floats(kGate, m * ffn);  // [m, ffn]
+  float* up = scratch.Floats(kUp, m * ffn);      // [m, ffn]
   e.gate.Apply(x, m, gate, pool);
   e.up.Apply(x, m, up, pool);
   kernels::SiluMul(gate, up, gate, m * ffn);
@@ -186,9 +186,9 @@ void MoeFfn::RunExpert(const Expert& e, const float* x, int64_t m, float* out, T
 }
 
 void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_factor, SparsityStats* stats,
-                     ThreadPool* pool) {
+                     Scratch& scratch, ThreadPool* pool) const {
   const int64_t dim = dim_, k = k_;
-  float* logits = Fit(s_.logits, n * n_expert_);  // [n, n_expert]
+  float* logits = scratch.Floats(kLogits, n * n_expert_);  // [n, n_expert]
   router_.Apply(xn, n, logits, pool);
   std::vector<TokenRoute> routes(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t)
@@ -206,8 +206,9 @@ void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_fac
     stats->expert_dropped.resize(static_cast<size_t>(n_expert_), 0);
   }
 
-  float* slot_out = Fit(s_.slot_out, n * k * dim);  // [n, k, dim]
-  s_.kept.assign(static_cast<size_t>(n * k), 0);
+  float* slot_out = scratch.Floats(kSlotOut, n * k * dim);  // [n, k, dim]
+  uint8_t* kept = scratch.Bytes(kKept, n * k);              // [n, k] 1 = the assignment was computed
+  std::fill(kept, kept + n * k, uint8_t{0});
   for (int32_t e = 0; e < n_expert_; ++e) {
     auto& list = by_expert[static_cast<size_t>(e)];
     const int64_t assigned = static_cast<int64_t>(list.size());
@@ -219,16 +220,16 @@ void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_fac
       stats->moe_dropped += assigned - m;
     }
     if (m == 0) continue;
-    float* gathered = Fit(s_.gathered, m * dim);  // [m, dim]
+    float* gathered = scratch.Floats(kGathered, m * dim);  // [m, dim]
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(xn + static_cast<int64_t>(list[static_cast<size_t>(i)].first) * dim, dim,
                   gathered + i * dim);
-    float* y = Fit(s_.expert_out, m * dim);  // [m, dim]
-    RunExpert(experts_[static_cast<size_t>(e)], gathered, m, y, pool);
+    float* y = scratch.Floats(kExpertOut, m * dim);  // [m, dim]
+    RunExpert(experts_[static_cast<size_t>(e)], gathered, m, y, scratch, pool);
     for (int64_t i = 0; i < m; ++i) {
       const auto [t, r] = list[static_cast<size_t>(i)];
       std::copy_n(y + i * dim, dim, slot_out + (static_cast<int64_t>(t) * k + r) * dim);
-      s_.kept[static_cast<size_t>(int64_t{t} * k + r)] = 1;
+      kept[static_cast<size_t>(int64_t{t} * k + r)] = 1;
     }
   }
   // Mix each token's experts in rank order (a fixed order per token: batch-invariant).
@@ -237,15 +238,15 @@ void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_fac
     std::fill(o, o + dim, 0.0f);
     const TokenRoute& route = routes[static_cast<size_t>(t)];
     for (int64_t r = 0; r < k; ++r) {
-      if (!s_.kept[static_cast<size_t>(t * k + r)]) continue;
+      if (!kept[static_cast<size_t>(t * k + r)]) continue;
       const float w = route.weight[static_cast<size_t>(r)];
       const float* y = slot_out + (t * k + r) * dim;
       for (int64_t d = 0; d < dim; ++d) o[d] += w * y[d];
     }
   }
   if (shared_ffn_ > 0) {
-    float* y = Fit(s_.expert_out, n * dim);  // [n, dim]
-    RunExpert(shared_, xn, n, y, pool);
+    float* y = scratch.Floats(kExpertOut, n * dim);  // [n, dim]
+    RunExpert(shared_, xn, n, y, scratch, pool);
     for (int64_t t = 0; t < n; ++t) {
       float g = 1.0f;
       if (!shared_gate_.empty()) {

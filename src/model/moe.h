@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "formats/weight_source.h"
 #include "model/model_config.h"
+#include "model/scratch.h"
 #include "model/sparsity_options.h"
 
 namespace ferry {
@@ -56,7 +57,7 @@ class MoeFfn {
   // Adds per-expert load and drops to `stats` when non-null. Without dropping, each token's
   // output depends only on that token (batch-invariant, bit-exact).
   void Forward(const float* xn, int64_t n, float* out, double capacity_factor, SparsityStats* stats,
-               ThreadPool* pool);
+               Scratch& scratch, ThreadPool* pool) const;
 
   // Bytes read per decoded token: router, k experts (average expert size) and the shared expert.
   size_t ActiveBytesPerToken() const;
@@ -69,7 +70,8 @@ class MoeFfn {
     ExpertMatrix gate, up, down;  // [ffn, dim], [ffn, dim], [dim, ffn]
   };
   // out: [m, dim] = down(silu(gate x) * up x) for x: [m, dim].
-  void RunExpert(const Expert& e, const float* x, int64_t m, float* out, ThreadPool* pool);
+  void RunExpert(const Expert& e, const float* x, int64_t m, float* out, Scratch& scratch,
+                 ThreadPool* pool) const;
 
   int32_t n_expert_ = 0, k_ = 0, dim_ = 0, ffn_ = 0, shared_ffn_ = 0;
   bool normalize_ = true;
@@ -77,16 +79,6 @@ class MoeFfn {
   std::vector<Expert> experts_;     // [n_expert]
   Expert shared_;                   // [shared_ffn, dim] ... (absent when shared_ffn_ == 0)
   std::vector<float> shared_gate_;  // [dim] sigmoid gate of the shared expert (may be empty)
-
-  // Per-call scratch, sized to the largest step seen.
-  struct Scratch {
-    std::vector<float> logits;      // [n, n_expert]
-    std::vector<float> gathered;    // [m, dim] rows routed to one expert
-    std::vector<float> gate, up;    // [m, ffn]
-    std::vector<float> expert_out;  // [m, dim]
-    std::vector<float> slot_out;    // [n, k, dim] each token's k expert outputs before mixing
-    std::vector<uint8_t> kept;      // [n, k] 1 = the assignment was computed
-  } s_;
 };
 
 }  // namespace ferry

@@ -29,10 +29,9 @@ AlignedBuffer ToF16(const std::vector<float>& v) {
   return b;
 }
 
-float* Fit(std::vector<float>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  return v.data();
-}
+// Scratch slots of the sparse FFN (model/scratch.h).
+enum Slot : int { kGate, kUp, kH, kScores, kZ, kGk, kUk };
+enum IntSlot : int { kKeep, kOrder };
 
 }  // namespace
 
@@ -117,40 +116,41 @@ size_t SparseFfn::ExtraBytes() const {
   return b;
 }
 
-void SparseFfn::PredictKeep(const Layer& L, const float* xn, int64_t n_keep, int32_t* keep, int64_t* n_kept) {
-  float* z = Fit(z_, rank_);       // [rank]
-  float* sc = Fit(scores_, ffn_);  // [ffn]
+void SparseFfn::PredictKeep(const Layer& L, const float* xn, int64_t n_keep, int32_t* keep, int64_t* n_kept,
+                            Scratch& scratch) const {
+  float* z = scratch.Floats(kZ, rank_);       // [rank]
+  float* sc = scratch.Floats(kScores, ffn_);  // [ffn]
   kernels::MatMul(L.pred_a.data(), DType::kF16, rank_, dim_, xn, 1, z, nullptr);
   kernels::MatMul(L.pred_b.data(), DType::kF16, ffn_, rank_, z, 1, sc, nullptr);
   for (int64_t j = 0; j < ffn_; ++j)
     sc[j] = AbsSilu(sc[j] + L.pred_bias[static_cast<size_t>(j)]);  // |SiLU(g^)|
-  order_.resize(static_cast<size_t>(ffn_));
-  std::iota(order_.begin(), order_.end(), 0);
+  int32_t* order = scratch.Ints(kOrder, ffn_);                     // [ffn]
+  std::iota(order, order + ffn_, 0);
   // Highest scores first, ties by index: deterministic.
   auto better = [sc](int32_t a, int32_t b) { return sc[a] > sc[b] || (sc[a] == sc[b] && a < b); };
-  std::nth_element(order_.begin(), order_.begin() + n_keep - 1, order_.end(), better);
-  std::copy_n(order_.begin(), n_keep, keep);
+  std::nth_element(order, order + n_keep - 1, order + ffn_, better);
+  std::copy_n(order, n_keep, keep);
   std::sort(keep, keep + n_keep);  // ascending rows: forward reads
   *n_kept = n_keep;
 }
 
 void SparseFfn::Forward(int32_t layer, const FfnLinears& w, const SparsityOptions& o, const float* xn,
-                        int64_t n, float* out, SparsityStats* stats, ThreadPool* pool) {
+                        int64_t n, float* out, SparsityStats* stats, Scratch& scratch,
+                        ThreadPool* pool) const {
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const int64_t dim = dim_, ffn = ffn_;
   const double s = TargetSparsity(o);
   const float thr = file_.layers[static_cast<size_t>(layer)].Threshold(s);
   const int64_t n_keep = std::clamp<int64_t>(std::llround((1.0 - s) * static_cast<double>(ffn)), 1, ffn);
-  keep_.resize(static_cast<size_t>(ffn));
-  int32_t* keep = keep_.data();  // [<= ffn] kept neurons of one token, ascending
+  int32_t* keep = scratch.Ints(kKeep, ffn);  // [<= ffn] kept neurons of one token, ascending
   int64_t skipped = 0;
   // Row-sparse reads pay when the step's tokens together read less than the dense weights.
   const bool row_sparse = static_cast<double>(n) * (1.0 - s) < 1.0;
   if (row_sparse) {
-    float* gate = Fit(gate_, n * ffn);  // [n, ffn] threshold mode: the full gate
+    float* gate = scratch.Floats(kGate, n * ffn);  // [n, ffn] threshold mode: the full gate
     if (mode_ == FfnSparsityMode::kThreshold) w.gate->Apply(xn, n, gate, pool);
-    float* gk = Fit(gk_, ffn);  // [n_kept] gate of the kept neurons
-    float* uk = Fit(uk_, ffn);  // [n_kept] up of the kept neurons, then SiLU(gate) * up
+    float* gk = scratch.Floats(kGk, ffn);  // [n_kept] gate of the kept neurons
+    float* uk = scratch.Floats(kUk, ffn);  // [n_kept] up of the kept neurons, then SiLU(gate) * up
     for (int64_t t = 0; t < n; ++t) {
       const float* x = xn + t * dim;
       int64_t k = 0;
@@ -162,7 +162,7 @@ void SparseFfn::Forward(int32_t layer, const FfnLinears& w, const SparsityOption
             keep[k++] = static_cast<int32_t>(j);
           }
       } else {
-        PredictKeep(L, x, n_keep, keep, &k);
+        PredictKeep(L, x, n_keep, keep, &k, scratch);
         kernels::MatVecRows(w.gate->data, w.gate->type, dim, keep, k, x, gk, pool);
       }
       kernels::MatVecRows(w.up->data, w.up->type, dim, keep, k, x, uk, pool);
@@ -172,10 +172,10 @@ void SparseFfn::Forward(int32_t layer, const FfnLinears& w, const SparsityOption
     }
   } else {
     // Dense kernels, then the mask: what the row-sparse path computes, for many tokens at once.
-    float* gate = Fit(gate_, n * ffn);  // [n, ffn]
-    float* up = Fit(up_, n * ffn);      // [n, ffn]
+    float* gate = scratch.Floats(kGate, n * ffn);  // [n, ffn]
+    float* up = scratch.Floats(kUp, n * ffn);      // [n, ffn]
     if (w.gate_up->n_out > 0) {
-      float* gu = Fit(h_, n * 2 * ffn);  // [n, 2 * ffn] gate | up per token
+      float* gu = scratch.Floats(kH, n * 2 * ffn);  // [n, 2 * ffn] gate | up per token
       w.gate_up->Apply(xn, n, gu, pool);
       for (int64_t t = 0; t < n; ++t) {
         std::copy_n(gu + t * 2 * ffn, ffn, gate + t * ffn);
@@ -185,7 +185,7 @@ void SparseFfn::Forward(int32_t layer, const FfnLinears& w, const SparsityOption
       w.gate->Apply(xn, n, gate, pool);
       w.up->Apply(xn, n, up, pool);
     }
-    float* h = Fit(h_, n * ffn);  // [n, ffn] SiLU(gate) * up, masked
+    float* h = scratch.Floats(kH, n * ffn);  // [n, ffn] SiLU(gate) * up, masked
     for (int64_t t = 0; t < n; ++t) {
       const float* g = gate + t * ffn;
       float* ht = h + t * ffn;
@@ -198,7 +198,7 @@ void SparseFfn::Forward(int32_t layer, const FfnLinears& w, const SparsityOption
           }
       } else {
         int64_t k = 0;
-        PredictKeep(L, xn + t * dim, n_keep, keep, &k);
+        PredictKeep(L, xn + t * dim, n_keep, keep, &k, scratch);
         int64_t next = 0;
         for (int64_t j = 0; j < ffn; ++j) {
           if (next < k && keep[next] == j) {
@@ -212,6 +212,7 @@ void SparseFfn::Forward(int32_t layer, const FfnLinears& w, const SparsityOption
     }
     w.down->Apply(h, n, out, pool);
   }
+  if (!stats) return;
   stats->ffn_tokens += n;
   stats->ffn_neurons += n * ffn;
   stats->ffn_skipped += skipped;

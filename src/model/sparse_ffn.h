@@ -21,6 +21,7 @@
 #include "model/ffn_sparsity_file.h"
 #include "model/linear.h"
 #include "model/model_config.h"
+#include "model/scratch.h"
 #include "model/sparsity_options.h"
 
 namespace ferry {
@@ -48,7 +49,7 @@ class SparseFfn {
   // sparsity comes from `options` at each call (so it can change between calls); with
   // options.UsesFfnSparsity() false the caller runs the dense FFN instead.
   void Forward(int32_t layer, const FfnLinears& w, const SparsityOptions& options, const float* xn, int64_t n,
-               float* out, SparsityStats* stats, ThreadPool* pool);
+               float* out, SparsityStats* stats, Scratch& scratch, ThreadPool* pool) const;
 
   FfnSparsityMode mode() const { return mode_; }
   // The fraction skipped per token: options' ffn_sparsity, or the predictor's trained one.
@@ -64,15 +65,13 @@ class SparseFfn {
     std::vector<float> pred_bias;  // [ffn]
   };
   // The kept neurons of token xn ([dim]) for the predictor, ascending: keep[k].
-  void PredictKeep(const Layer& L, const float* xn, int64_t n_keep, int32_t* keep, int64_t* n_kept);
+  void PredictKeep(const Layer& L, const float* xn, int64_t n_keep, int32_t* keep, int64_t* n_kept,
+                   Scratch& scratch) const;
 
   FfnSparsityMode mode_ = FfnSparsityMode::kThreshold;
   FfnSparsityFile file_;  // thresholds; predictor factors moved into layers_
   int64_t dim_ = 0, ffn_ = 0, rank_ = 0;
   std::vector<Layer> layers_;
-  // Per-call scratch, grown to the largest step seen (nothing carried between calls).
-  std::vector<float> gate_, up_, h_, scores_, z_, gk_, uk_;
-  std::vector<int32_t> keep_, order_;
 };
 
 }  // namespace ferry

@@ -24,22 +24,35 @@ uint64_t ResolveSeed(uint64_t seed) {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-// Penalties over the recent history. repeat_penalty follows llama.cpp (divide positive
-// logits, multiply negative ones); presence/frequency follow OpenAI (subtract).
-void ApplyPenalties(const SamplingParams& p, float* logits, int32_t n_vocab,
-                    std::span<const int32_t> history) {
+// The request's logit constraints, then penalties over the recent history. repeat_penalty follows llama.cpp
+// (divide positive logits, multiply negative ones); presence/frequency follow OpenAI (subtract), counted past
+// the first prompt_tokens tokens.
+void ApplyConstraintsAndPenalties(const SamplingParams& p, float* logits, int32_t n_vocab,
+                                  std::span<const int32_t> history) {
+  if (!p.constraints.empty()) {
+    const size_t prompt = std::min(history.size(), static_cast<size_t>(std::max(p.prompt_tokens, 0)));
+    ApplyLogitsConstraints(p.constraints, logits, n_vocab, history.subspan(prompt));
+  }
   bool repeat = p.repeat_penalty != 1.0f && p.repeat_last_n != 0;
   bool openai = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   if (!repeat && !openai) return;
   size_t window = history.size();
   if (p.repeat_last_n > 0) window = std::min(window, static_cast<size_t>(p.repeat_last_n));
-  std::unordered_map<int32_t, int> counts;
-  for (size_t i = history.size() - window; i < history.size(); ++i) counts[history[i]]++;
+  const size_t window_start = history.size() - window;
+  const size_t openai_start =
+      std::max(window_start, std::min(history.size(), static_cast<size_t>(std::max(p.prompt_tokens, 0))));
+  // token -> (occurrences in the window, occurrences in the window past the prompt)
+  std::unordered_map<int32_t, std::pair<int, int>> counts;
+  for (size_t i = window_start; i < history.size(); ++i) {
+    auto& c = counts[history[i]];
+    ++c.first;
+    c.second += i >= openai_start ? 1 : 0;
+  }
   for (const auto& [tok, count] : counts) {
     if (tok < 0 || tok >= n_vocab) continue;
     float& l = logits[tok];
     if (repeat) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
-    l -= static_cast<float>(count) * p.frequency_penalty + (count > 0 ? p.presence_penalty : 0.0f);
+    if (count.second > 0) l -= static_cast<float>(count.second) * p.frequency_penalty + p.presence_penalty;
   }
 }
 
@@ -88,8 +101,8 @@ void Sampler::ApplyConstraint(float* logits, std::span<const int32_t> history) {
 }
 
 int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
-  ApplyConstraint(logits, history);
-  ApplyPenalties(params_, logits, n_vocab_, history);
+  ApplyConstraint(logits, history);  // the grammar first: a token it forbids stays forbidden
+  ApplyConstraintsAndPenalties(params_, logits, n_vocab_, history);
   if (params_.temperature <= 0.0f) return ArgMax(logits, n_vocab_);
   Filter(logits);
   std::discrete_distribution<size_t> dist(weights_.begin(), weights_.end());
@@ -98,8 +111,8 @@ int32_t Sampler::Sample(float* logits, std::span<const int32_t> history) {
 
 void Sampler::ProcessedProbs(float* logits, std::span<const int32_t> history, std::span<float> probs) {
   FERRY_CHECK(static_cast<int32_t>(probs.size()) == n_vocab_);
-  ApplyConstraint(logits, history);
-  ApplyPenalties(params_, logits, n_vocab_, history);
+  ApplyConstraint(logits, history);  // the grammar first: a token it forbids stays forbidden
+  ApplyConstraintsAndPenalties(params_, logits, n_vocab_, history);
   std::fill(probs.begin(), probs.end(), 0.0f);
   if (params_.temperature <= 0.0f) {
     probs[static_cast<size_t>(ArgMax(logits, n_vocab_))] = 1.0f;
@@ -175,7 +188,8 @@ void Sampler::Filter(float* logits) {
     while (keep < c.size() && c[keep].first >= threshold) ++keep;
     c.resize(keep);
   }
-  const float mx = c[0].first;
+  if (!std::isfinite(c[0].first)) c.resize(1);  // constraints banned every token: the first one
+  const float mx = std::isfinite(c[0].first) ? c[0].first : 0.0f;
   weights_.resize(c.size());
   for (size_t i = 0; i < c.size(); ++i) weights_[i] = std::exp((c[i].first - mx) / params_.temperature);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "constraint/matcher.h"
+#include "sampling/logits_processors.h"
 
 namespace ferry {
 
@@ -22,10 +23,17 @@ struct SamplingParams {
   int32_t repeat_last_n = 64;
   float presence_penalty = 0.0f;  // OpenAI style
   float frequency_penalty = 0.0f;
+  // history[0, prompt_tokens) is the prompt, which presence/frequency penalties skip: OpenAI and
+  // vLLM count generated tokens only (a long system prompt must not penalize the answer).
+  // 0: they count the whole window, as llama.cpp does. repeat_penalty always sees the prompt.
+  int32_t prompt_tokens = 0;
   uint64_t seed = 0xFFFFFFFFu;  // LLAMA_DEFAULT_SEED meaning "random"; any other value is fixed
   // Structured output: tokens the grammar does not allow next get no probability (applied
-  // before penalties, temperature and the filters). Shared by the requests that use it.
+  // before logit_bias, penalties, temperature and the filters). Shared by the requests that use it.
   std::shared_ptr<const constraint::CompiledGrammar> constraint;
+  // logit_bias, allowed tokens, bad words, min_tokens (the API's; applied before the penalties,
+  // over the tokens past prompt_tokens).
+  LogitsConstraints constraints;
 };
 
 class Sampler {

@@ -12,12 +12,24 @@ StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(std::optional<ModelChat
     p->tmpl_ = std::move(*t);
     p->bos_ = model_template->bos_token.value_or("");
     p->eos_ = model_template->eos_token.value_or("");
+    p->template_has_developer_ = model_template->source.find("developer") != std::string::npos;
   }
   return p;
 }
 
 StatusOr<RenderedChat> ChatPrompt::Render(const nlohmann::ordered_json& messages,
                                           bool add_generation_prompt) const {
+  if (!template_has_developer_) {
+    nlohmann::ordered_json mapped = messages;
+    for (auto& m : mapped)
+      if (m["role"] == "developer") m["role"] = "system";
+    return RenderMapped(mapped, add_generation_prompt);
+  }
+  return RenderMapped(messages, add_generation_prompt);
+}
+
+StatusOr<RenderedChat> ChatPrompt::RenderMapped(const nlohmann::ordered_json& messages,
+                                                bool add_generation_prompt) const {
   RenderedChat out;
   if (tmpl_) {
     ChatRequest req;

@@ -25,15 +25,20 @@ class ChatPrompt {
   // `model_template` unset: the ChatML fallback. A template that does not parse is an error.
   static StatusOr<std::unique_ptr<ChatPrompt>> Create(std::optional<ModelChatTemplate> model_template);
 
-  // messages: validated, with string contents. Template errors (raise_exception, ...) are
+  // messages: validated, with string contents. `developer` messages become `system` ones for
+  // templates that never name the developer role (most do not, and drop roles they do not
+  // know) and for ChatML, as vLLM and OpenAI's own mapping do. Template errors (raise_exception, ...) are
   // InvalidArgument with the template's message.
   StatusOr<RenderedChat> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
   bool has_model_template() const { return tmpl_.has_value(); }
 
  private:
   ChatPrompt() = default;
+  StatusOr<RenderedChat> RenderMapped(const nlohmann::ordered_json& messages,
+                                      bool add_generation_prompt) const;
   std::optional<ChatTemplate> tmpl_;
   std::string bos_, eos_;
+  bool template_has_developer_ = false;  // the template's source names the `developer` role
   mutable std::atomic<bool> warned_{false};
 };
 

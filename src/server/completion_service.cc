@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 namespace ferry::server {
@@ -24,6 +25,51 @@ Reply Json(json body, int status = 200) {
 
 }  // namespace
 
+CompletionService::CompletionService(ServingContext ctx) : ctx_(std::move(ctx)) {
+  if (ctx_.tokenizer)
+    for (int32_t id = 0; id < ctx_.tokenizer->n_vocab(); ++id)
+      if (ctx_.tokenizer->IsEog(id)) eog_ids_.push_back(id);
+}
+
+std::optional<ApiError> CompletionService::ResolveConstraints(GenerationRequest& gen) const {
+  RequestOptions& o = gen.options;
+  LogitsConstraints& c = o.sampling.constraints;
+  auto check_ids = [&](const std::vector<int32_t>& ids, const char* param) -> std::optional<ApiError> {
+    for (int32_t id : ids)
+      if (id >= ctx_.n_vocab)
+        return BadRequest(
+            fmt::format("'{}' holds token id {}, outside the vocabulary [0, {})", param, id, ctx_.n_vocab),
+            param);
+    return std::nullopt;
+  };
+  std::vector<int32_t> biased;
+  for (const auto& [id, bias] : c.logit_bias) biased.push_back(id);
+  if (auto e = check_ids(biased, "logit_bias")) return e;
+  if (auto e = check_ids(c.allowed_token_ids, "allowed_token_ids")) return e;
+  if (auto e = check_ids(o.stop_token_ids, "stop_token_ids")) return e;
+  if (c.min_tokens > 0 && o.max_tokens > 0 && c.min_tokens > o.max_tokens)
+    return BadRequest(
+        fmt::format("'min_tokens' ({}) must not exceed 'max_tokens' ({})", c.min_tokens, o.max_tokens),
+        "min_tokens");
+  if (c.min_tokens > 0) {
+    c.min_tokens_banned = o.stop_token_ids;
+    if (!o.ignore_eos)
+      c.min_tokens_banned.insert(c.min_tokens_banned.end(), eog_ids_.begin(), eog_ids_.end());
+  }
+  if (!gen.bad_words.empty() && !ctx_.tokenizer)
+    return BadRequest("'bad_words' needs a tokenizer; this model has none", "bad_words");
+  for (const std::string& word : gen.bad_words) {
+    // As vLLM: the word as tokenized at the start of the text and after a space.
+    for (const std::string& variant : {word, " " + word}) {
+      std::vector<int32_t> ids =
+          ctx_.tokenizer->Encode(variant, /*add_special=*/false, /*parse_special=*/false);
+      if (!ids.empty() && std::find(c.bad_words.begin(), c.bad_words.end(), ids) == c.bad_words.end())
+        c.bad_words.push_back(std::move(ids));
+    }
+  }
+  return std::nullopt;
+}
+
 Reply Reply::Error(const ApiError& e) {
   return Reply{e.status, Dump(e.ToJson()), nullptr, e.status == 503 ? 1 : 0};
 }
@@ -32,21 +78,35 @@ std::optional<ApiError> CompletionService::CheckModel(const std::string& model) 
   if (model.empty() || model == ctx_.model_name) return std::nullopt;
   return ApiError{
       404, fmt::format("The model `{}` does not exist. This server serves `{}`.", model, ctx_.model_name),
-      "model"};
+      "model", "model_not_found"};
 }
 
-Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
+Reply CompletionService::Run(GenerationSpec spec, GenerationRequest& gen,
                              std::vector<std::vector<int32_t>> prompts) {
+  if (auto e = ResolveConstraints(gen)) return Reply::Error(*e);
   std::vector<RequestOptions> options;
   const bool best_of = gen.best_of > gen.options.n;
-  for (const std::vector<int32_t>& p : prompts) {
+  std::shared_ptr<const constraint::CompiledGrammar> grammar;
+  if (gen.constraint) {
+    if (!ctx_.grammars) return Reply::Error(BadRequest("structured output needs the model's tokenizer"));
+    auto compiled = ctx_.grammars->Get(*gen.constraint);
+    if (!compiled.ok())
+      return Reply::Error(BadRequest("Invalid structured output constraint: " + compiled.status().message()));
+    grammar = *compiled;
+  }
+  for (std::vector<int32_t>& p : prompts) {
+    // vLLM's truncate_prompt_tokens keeps the prompt's end (the most recent text).
+    if (gen.truncate_prompt_tokens > 0 && static_cast<int64_t>(p.size()) > gen.truncate_prompt_tokens)
+      p.erase(p.begin(), p.end() - gen.truncate_prompt_tokens);
     RequestOptions o = gen.options;
+    o.sampling.constraint = grammar;
     if (best_of) {  // every candidate, ranked by its token logprobs at the end
       o.n = gen.best_of;
       o.logprobs = std::max(o.logprobs, 0);
     }
     const int64_t len = static_cast<int64_t>(p.size());
     if (len == 0) return Reply::Error(BadRequest("The prompt is empty (no tokens).", "prompt"));
+    o.sampling.prompt_tokens = static_cast<int32_t>(len);  // presence/frequency: output tokens only
     if (o.max_tokens == 0)
       o.max_tokens = static_cast<int32_t>(std::max<int64_t>(0, ctx_.max_model_len - len));
     if (len + o.max_tokens > ctx_.max_model_len || o.max_tokens == 0)
@@ -55,7 +115,7 @@ Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
               "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
               "prompt, {} in the completion). Please reduce the length of the prompt or completion.",
               ctx_.max_model_len, len + std::max(o.max_tokens, 1), len, std::max(o.max_tokens, 1)),
-          spec.api == Api::kChat ? "messages" : "prompt"));
+          spec.api == Api::kChat ? "messages" : "prompt", "context_length_exceeded"));
     options.push_back(std::move(o));
     spec.prompt_tokens.push_back(static_cast<int32_t>(len));
   }
@@ -70,7 +130,9 @@ Reply CompletionService::Run(GenerationSpec spec, const GenerationRequest& gen,
   auto generation = std::make_shared<Generation>(std::move(spec), ctx_.tokenizer, ctx_.engine,
                                                  std::get<std::shared_ptr<OutputChannel>>(submitted));
   if (gen.stream) return Reply{200, "", std::move(generation), 0};
-  return Json(generation->Complete());
+  std::variant<json, ApiError> complete = generation->Complete();
+  if (auto* e = std::get_if<ApiError>(&complete)) return Reply::Error(*e);
+  return Json(std::move(std::get<json>(complete)));
 }
 
 Reply CompletionService::Completions(std::string_view body) {
@@ -111,15 +173,23 @@ Reply CompletionService::ChatCompletions(std::string_view body) {
   return Run(std::move(spec), r.gen, std::move(prompts));
 }
 
+json CompletionService::ModelCard() const {
+  return {{"id", ctx_.model_name},
+          {"object", "model"},
+          {"created", ctx_.created},
+          {"owned_by", "ferry"},
+          {"root", ctx_.model_name},
+          {"parent", nullptr},
+          {"max_model_len", ctx_.max_model_len}};
+}
+
 Reply CompletionService::Models() const {
-  json model = {{"id", ctx_.model_name},
-                {"object", "model"},
-                {"created", ctx_.created},
-                {"owned_by", "ferry"},
-                {"root", ctx_.model_name},
-                {"parent", nullptr},
-                {"max_model_len", ctx_.max_model_len}};
-  return Json({{"object", "list"}, {"data", json::array({model})}});
+  return Json({{"object", "list"}, {"data", json::array({ModelCard()})}});
+}
+
+Reply CompletionService::Model(const std::string& id) const {
+  if (auto e = CheckModel(id.empty() ? "?" : id)) return Reply::Error(*e);
+  return Json(ModelCard());
 }
 
 // vLLM's /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...]}.
@@ -137,16 +207,44 @@ Reply CompletionService::Tokenize(std::string_view body) const {
     StatusOr<RenderedChat> prompt = ctx_.chat->Render(r.messages, r.add_generation_prompt);
     if (!prompt.ok()) return Reply::Error(BadRequest(prompt.status().message(), "messages"));
     ids = ctx_.tokenizer->Encode(prompt->text, prompt->add_bos, true);
+  } else if (j.contains("content")) {
+    return TokenizeContent(j);
   } else {
     if (!j.contains("prompt") || !j["prompt"].is_string())
-      return Reply::Error({422, "'prompt' (a string) or 'messages' is required", "prompt"});
+      return Reply::Error(BadRequest("'prompt' (a string), 'content' or 'messages' is required", "prompt"));
     const json& add = j.contains("add_special_tokens") ? j["add_special_tokens"] : json(true);
     if (!add.is_boolean())
       return Reply::Error(
-          {422, "Invalid type for 'add_special_tokens': expected a boolean", "add_special_tokens"});
+          InvalidType("Invalid type for 'add_special_tokens': expected a boolean", "add_special_tokens"));
     ids = ctx_.tokenizer->Encode(j["prompt"].get<std::string>(), add.get<bool>(), true);
   }
   return Json({{"count", ids.size()}, {"max_model_len", ctx_.max_model_len}, {"tokens", ids}});
+}
+
+// llama-server's /tokenize: {"content": text, "add_special": false, "with_pieces": false} ->
+// {"tokens": [id, ...]} or, with pieces, {"tokens": [{"id", "piece"}, ...]}.
+Reply CompletionService::TokenizeContent(const json& j) const {
+  if (!j["content"].is_string()) return Reply::Error(InvalidType("'content' must be a string", "content"));
+  bool add_special = false, with_pieces = false;
+  for (auto [key, out] : {std::pair{"add_special", &add_special}, std::pair{"with_pieces", &with_pieces}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_boolean())
+      return Reply::Error(InvalidType(fmt::format("'{}' must be a boolean", key), key));
+    *out = j[key].get<bool>();
+  }
+  const std::vector<int32_t> ids = ctx_.tokenizer->Encode(j["content"].get<std::string>(), add_special, true);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (with_pieces)
+      tokens.push_back({{"id", id}, {"piece", ctx_.tokenizer->TokenToPiece(id, /*render_special=*/true)}});
+    else
+      tokens.push_back(id);
+  }
+  return Json({{"tokens", tokens}});
+}
+
+Reply CompletionService::Version() const {
+  return Json({{"version", FERRY_VERSION}});
 }
 
 Reply CompletionService::Detokenize(std::string_view body) const {
@@ -156,10 +254,10 @@ Reply CompletionService::Detokenize(std::string_view body) const {
   if (auto e = CheckModel(j.value("model", std::string()))) return Reply::Error(*e);
   if (!ctx_.tokenizer) return Reply::Error(BadRequest("this model has no tokenizer"));
   if (!j.contains("tokens") || !j["tokens"].is_array())
-    return Reply::Error({422, "'tokens' (a list of token ids) is required", "tokens"});
+    return Reply::Error(InvalidType("'tokens' (a list of token ids) is required", "tokens"));
   std::vector<int32_t> ids;
   for (const json& t : j["tokens"]) {
-    if (!t.is_number_integer()) return Reply::Error({422, "'tokens' must hold integers", "tokens"});
+    if (!t.is_number_integer()) return Reply::Error(InvalidType("'tokens' must hold integers", "tokens"));
     const int64_t id = t.get<int64_t>();
     if (id < 0 || id >= ctx_.tokenizer->n_vocab())
       return Reply::Error(BadRequest(
@@ -170,7 +268,7 @@ Reply CompletionService::Detokenize(std::string_view body) const {
   std::string text = ctx_.tokenizer->Decode(ids);
   // The inverse of /tokenize: drop the space SentencePiece put before the text.
   if (ctx_.tokenizer->add_space_prefix() && !text.empty() && text[0] == ' ') text.erase(0, 1);
-  return Json({{"prompt", text}});
+  return Json({{"prompt", text}, {"content", text}});  // vLLM's field and llama-server's
 }
 
 }  // namespace ferry::server

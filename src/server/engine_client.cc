@@ -29,7 +29,7 @@ void OutputChannel::Push(const RequestOutput& o) {
   ready_.notify_all();
 }
 
-StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(Model& model, const Tokenizer* tokenizer,
+StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const Model& model, const Tokenizer* tokenizer,
                                                              const EngineConfig& config, int64_t max_waiting,
                                                              ServerMetrics* metrics) {
   std::unique_ptr<EngineClient> c(new EngineClient());

@@ -43,7 +43,7 @@ class OutputChannel {
 class EngineClient {
  public:
   // `model` and `tokenizer` must outlive the client; `metrics` too (finished sequences).
-  static StatusOr<std::unique_ptr<EngineClient>> Create(Model& model, const Tokenizer* tokenizer,
+  static StatusOr<std::unique_ptr<EngineClient>> Create(const Model& model, const Tokenizer* tokenizer,
                                                         const EngineConfig& config, int64_t max_waiting,
                                                         ServerMetrics* metrics);
   EngineClient(const EngineClient&) = delete;

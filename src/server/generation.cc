@@ -42,6 +42,7 @@ Generation::Delta Generation::Apply(RequestOutput&& o) {
     d.finished = true;
     c.finish_reason = o.finish_reason;
     c.output_tokens = o.metrics.output_tokens;
+    c.cached_prompt_tokens = o.metrics.cached_prompt_tokens;
   }
   return d;
 }
@@ -112,11 +113,20 @@ const std::vector<size_t>& Generation::Returned() {
 }
 
 json Generation::Usage() const {
-  int64_t prompt = 0, completion = 0;
+  int64_t prompt = 0, completion = 0, cached = 0;
   for (int32_t p : spec_.prompt_tokens) prompt += p;
   for (const Choice& c : choices_) completion += c.output_tokens;
-  return {
-      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  // Branches of one prompt share its cached blocks: count each prompt once.
+  const size_t n = static_cast<size_t>(spec_.n);
+  for (size_t base = 0; base < choices_.size(); base += n) {
+    int32_t most = 0;
+    for (size_t b = 0; b < n; ++b) most = std::max(most, choices_[base + b].cached_prompt_tokens);
+    cached += most;
+  }
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 json Generation::ChunkBase() const {
@@ -129,10 +139,17 @@ json Generation::ChunkBase() const {
   return j;
 }
 
-json Generation::Complete() {
+std::optional<ApiError> Generation::EngineFailure() const {
+  Status st = engine_->EngineStatus();
+  if (st.ok()) return std::nullopt;
+  return ApiError{500, "The engine failed while generating: " + st.ToString()};
+}
+
+std::variant<json, ApiError> Generation::Complete() {
   while (!channel_->Done()) {
     std::vector<RequestOutput> outs = channel_->Wait(std::chrono::milliseconds(200));
-    if (outs.empty() && !engine_->EngineStatus().ok()) break;  // no more outputs will come
+    if (outs.empty())
+      if (std::optional<ApiError> e = EngineFailure()) return *e;  // no more outputs will come
     for (RequestOutput& o : outs) Apply(std::move(o));
   }
   json j;
@@ -154,8 +171,7 @@ json Generation::Complete() {
       choice["text"] = echo + c.text;
     }
     choice["logprobs"] = spec_.logprobs ? LogprobsJson(c, c.tokens, c.logprobs) : json();
-    choice["finish_reason"] =
-        c.finish_reason.empty() ? "abort" : c.finish_reason;  // empty: the engine failed
+    choice["finish_reason"] = c.finish_reason;
     j["choices"].push_back(std::move(choice));
   }
   j["usage"] = Usage();
@@ -191,7 +207,13 @@ bool Generation::Stream(const std::function<bool(std::string_view)>& write,
   }
   while (!channel_->Done()) {
     std::vector<RequestOutput> outs = channel_->Wait(std::chrono::milliseconds(100));
-    if (outs.empty() && (!client_alive() || !engine_->EngineStatus().ok())) return Cancel(), false;
+    if (outs.empty() && !client_alive()) return Cancel(), false;
+    if (outs.empty())
+      if (std::optional<ApiError> e = EngineFailure()) {
+        // OpenAI's and vLLM's in-stream error: an event with the error object, then [DONE],
+        // so that clients raise instead of taking the cut text as complete.
+        return write("data: " + Dump(e->ToJson()) + "\n\n") && write("data: [DONE]\n\n");
+      }
     for (RequestOutput& o : outs) {
       Delta d = Apply(std::move(o));
       Choice& c = choices_[d.index];

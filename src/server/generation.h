@@ -6,8 +6,10 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "server/engine_client.h"
@@ -36,10 +38,11 @@ class Generation {
              std::shared_ptr<OutputChannel> channel);
   ~Generation();  // aborts whatever is unfinished (the client is gone)
 
-  // Waits for every choice; the whole response object.
-  nlohmann::ordered_json Complete();
+  // Waits for every choice; the whole response object, or a 500 when the engine failed.
+  std::variant<nlohmann::ordered_json, ApiError> Complete();
   // Writes the SSE stream ("data: {...}\n\n" ... "data: [DONE]\n\n") through `write` until it is
-  // complete (true), or until `write` fails or `client_alive` turns false (false, requests aborted).
+  // complete (true; an engine failure sends an error event before [DONE]), or until `write` fails or
+  // `client_alive` turns false (false, requests aborted).
   bool Stream(const std::function<bool(std::string_view)>& write, const std::function<bool()>& client_alive);
   // Aborts the unfinished requests (idempotent).
   void Cancel();
@@ -52,6 +55,7 @@ class Generation {
     size_t text_offset = 0;  // characters before this choice's next token (completions' text_offset)
     std::string finish_reason;
     int32_t output_tokens = 0;
+    int32_t cached_prompt_tokens = 0;  // prompt tokens the prefix cache served (shared by branches)
   };
   // What one output added to a choice.
   struct Delta {
@@ -65,6 +69,7 @@ class Generation {
   nlohmann::ordered_json LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
                                       const std::vector<TokenLogprobs>& lps) const;
   nlohmann::ordered_json Usage() const;
+  std::optional<ApiError> EngineFailure() const;  // the 500 once the engine has failed
   const std::vector<size_t>& Returned();
   nlohmann::ordered_json ChunkBase() const;
 

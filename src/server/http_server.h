@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine_core.h"
@@ -23,6 +24,10 @@ struct ServerConfig {
   size_t max_body_bytes = size_t{4} << 20;
   int http_threads = 64;        // concurrent connections served (each stream holds one)
   double drain_timeout_s = 30;  // on SIGINT/SIGTERM: time in-flight requests get to finish
+  // CORS: origins whose browser pages may call the API ("*": any); empty: no CORS headers.
+  std::vector<std::string> allowed_origins;
+  std::string metrics_prefix = "ferry";  // /metrics names: "ferry:..." or "vllm:..."
+  bool webui = true;                     // the chat page at GET / (--no-webui: off)
   EngineConfig engine;
 };
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/structured_output_request.h"
+
 namespace ferry::server {
 namespace {
 
@@ -77,9 +79,9 @@ class Fields {
     out = v->get<std::string>();
   }
   void WrongType(const std::string& key, const json& v, const char* expected) {
-    Fail({422,
-          fmt::format("Invalid type for '{}': expected {}, but got {} instead.", key, expected, TypeName(v)),
-          key});
+    Fail(InvalidType(
+        fmt::format("Invalid type for '{}': expected {}, but got {} instead.", key, expected, TypeName(v)),
+        key));
   }
   void Fail(ApiError e) {
     if (!error) error = std::move(e);
@@ -111,6 +113,62 @@ void ReadStop(Fields& f, const SchemaLimits& limits, std::vector<std::string>& o
   std::erase_if(out, [](const std::string& s) { return s.empty(); });
 }
 
+// A list of token ids (non-negative integers); the vocabulary bound is checked later.
+void ReadTokenIds(Fields& f, const char* key, std::vector<int32_t>& out) {
+  const json* v = f.Get(key);
+  if (!v || f.error) return;
+  if (!v->is_array()) return f.WrongType(key, *v, "a list of token ids");
+  for (const json& t : *v) {
+    if (!t.is_number_integer()) return f.WrongType(key, t, "a list of token ids");
+    if (t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return f.Fail(BadRequest(fmt::format("'{}' holds {}, which is not a token id", key, t.dump()), key));
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+}
+
+// OpenAI's logit_bias ({"token id": bias in [-100, 100]}) and vLLM's extensions that constrain
+// or end generation.
+void ReadVllmExtensions(Fields& f, GenerationRequest& g) {
+  RequestOptions& o = g.options;
+  LogitsConstraints& c = o.sampling.constraints;
+  if (const json* lb = f.Get("logit_bias"); lb && !f.error) {
+    if (!lb->is_object()) return f.WrongType("logit_bias", *lb, "an object mapping token ids to biases");
+    for (const auto& [key, bias] : lb->items()) {
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        return f.Fail(BadRequest(fmt::format("'logit_bias' key '{}' is not a token id", key), "logit_bias"));
+      if (!bias.is_number()) return f.WrongType("logit_bias", bias, "a number");
+      const double b = bias.get<double>();
+      if (!(b >= -100 && b <= 100))
+        return f.Fail(BadRequest(
+            fmt::format("'logit_bias' for token {} must be in [-100, 100], got {}", key, bias.dump()),
+            "logit_bias"));
+      c.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+    }
+  }
+  f.Integer("min_tokens", 0, int64_t{1} << 30, c.min_tokens);
+  ReadTokenIds(f, "stop_token_ids", o.stop_token_ids);
+  ReadTokenIds(f, "allowed_token_ids", c.allowed_token_ids);
+  if (f.Has("allowed_token_ids") && c.allowed_token_ids.empty() && !f.error)
+    f.Fail(BadRequest("'allowed_token_ids' must not be empty", "allowed_token_ids"));
+  f.Bool("include_stop_str_in_output", o.include_stop_str_in_output);
+  if (const json* bw = f.Get("bad_words"); bw && !f.error) {
+    if (!bw->is_array()) return f.WrongType("bad_words", *bw, "a list of strings");
+    for (const json& w : *bw) {
+      if (!w.is_string()) return f.WrongType("bad_words", w, "a list of strings");
+      if (!w.get<std::string>().empty()) g.bad_words.push_back(w.get<std::string>());
+    }
+  }
+  f.Integer("truncate_prompt_tokens", 1, int64_t{1} << 30, g.truncate_prompt_tokens);
+  f.Bool("skip_special_tokens", o.skip_special_tokens);
+  f.Bool("spaces_between_special_tokens", o.spaces_between_special_tokens);
+}
+
 // The fields both endpoints share. OpenAI's sampling defaults (temperature 1, top_p 1, no
 // top_k/min_p/repeat penalty) replace Ferry's CLI defaults.
 void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g) {
@@ -122,7 +180,7 @@ void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g)
   o.sampling.top_p = 1.0f;
   o.sampling.top_k = 0;
   o.sampling.min_p = 0.0f;
-  o.sampling.repeat_last_n = 0;  // penalties count the whole history
+  o.sampling.repeat_last_n = -1;  // repetition_penalty sees the whole history (prompt and output)
   f.Integer("max_tokens", 1, int64_t{1} << 30, o.max_tokens);
   f.Integer("n", 1, limits.max_n, o.n);
   f.Number("temperature", 0.0, 2.0, o.sampling.temperature);
@@ -151,8 +209,7 @@ void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g)
     sf.Bool("include_usage", g.include_usage);
     if (sf.error) f.Fail(*sf.error);
   }
-  if (const json* lb = f.Get("logit_bias"); lb && !f.error && !(lb->is_object() && lb->empty()))
-    f.Fail(BadRequest("'logit_bias' is not supported", "logit_bias"));
+  ReadVllmExtensions(f, g);
 }
 
 std::optional<ApiError> ReadPrompt(const json* p, std::vector<PromptInput>& out) {
@@ -172,7 +229,7 @@ std::optional<ApiError> ReadPrompt(const json* p, std::vector<PromptInput>& out)
   } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
     PromptInput in;
     if (!ids_of(*p, in.ids))
-      return ApiError{422, fmt::format("Invalid 'prompt': expected {}", kShape), "prompt"};
+      return InvalidType(fmt::format("Invalid 'prompt': expected {}", kShape), "prompt");
     out.push_back(std::move(in));
   } else if (p->is_array() && !p->empty()) {
     for (const json& e : *p) {
@@ -180,7 +237,7 @@ std::optional<ApiError> ReadPrompt(const json* p, std::vector<PromptInput>& out)
       if (e.is_string()) {
         in.text = e.get<std::string>();
       } else if (!e.is_array() || !ids_of(e, in.ids)) {
-        return ApiError{422, fmt::format("Invalid 'prompt': expected {}", kShape), "prompt"};
+        return InvalidType(fmt::format("Invalid 'prompt': expected {}", kShape), "prompt");
       } else if (in.ids.empty()) {
         return BadRequest("'prompt' has an empty token id list", "prompt");
       }
@@ -189,14 +246,14 @@ std::optional<ApiError> ReadPrompt(const json* p, std::vector<PromptInput>& out)
   } else if (p->is_array()) {
     return BadRequest("'prompt' must not be an empty list", "prompt");
   } else {
-    return ApiError{
-        422, fmt::format("Invalid type for 'prompt': expected {}, but got {} instead.", kShape, TypeName(*p)),
-        "prompt"};
+    return InvalidType(
+        fmt::format("Invalid type for 'prompt': expected {}, but got {} instead.", kShape, TypeName(*p)),
+        "prompt");
   }
   return std::nullopt;
 }
 
-// A message's content: a string, or a list of {"type": "text", "text": ...} parts (joined).
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts (joined by "\n").
 std::optional<ApiError> FlattenContent(json& m, size_t i) {
   const std::string param = fmt::format("messages[{}].content", i);
   auto it = m.find("content");
@@ -209,13 +266,12 @@ std::optional<ApiError> FlattenContent(json& m, size_t i) {
   }
   if (it->is_string()) return std::nullopt;
   if (!it->is_array())
-    return ApiError{
-        422,
+    return InvalidType(
         fmt::format(
             "Invalid type for '{}': expected a string or a list of content parts, but got {} instead.", param,
             TypeName(*it)),
-        param};
-  std::string text;
+        param);
+  std::string text;  // parts joined with "\n", as vLLM joins them
   for (const json& part : *it) {
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
         !part["text"].is_string())
@@ -223,6 +279,7 @@ std::optional<ApiError> FlattenContent(json& m, size_t i) {
           fmt::format("'{}': only text content parts ({{\"type\": \"text\", \"text\": ...}}) are supported",
                       param),
           param);
+    if (&part != &it->front()) text += '\n';
     text += part["text"].get<std::string>();
   }
   m["content"] = text;
@@ -245,11 +302,13 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   CompletionRequest r;
   Fields f(obj);
   ReadGeneration(f, limits, r.gen);
+  if (!f.Has("max_tokens")) r.gen.options.max_tokens = 16;  // OpenAI's and vLLM's completions default
   f.Integer("logprobs", 0, limits.max_logprobs, r.gen.options.logprobs);
   f.Integer("best_of", 1, limits.max_n, r.gen.best_of);
   f.Bool("echo", r.echo);
   if (f.Has("suffix") && !f.error) f.Fail(BadRequest("'suffix' is not supported", "suffix"));
   if (f.error) return *f.error;
+  if (auto e = ReadStructuredOutput(obj, /*chat=*/false, r.gen.constraint)) return *e;
   if (r.echo && r.gen.options.logprobs >= 0)
     return BadRequest("'echo' with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
   if (r.gen.best_of > 0 && r.gen.best_of < r.gen.options.n)
@@ -274,6 +333,7 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
   f.Integer("top_logprobs", 0, limits.max_logprobs, top);
   f.Bool("add_generation_prompt", r.add_generation_prompt);
   if (f.error) return *f.error;
+  if (auto e = ReadStructuredOutput(obj, /*chat=*/true, r.gen.constraint)) return *e;
   if (top >= 0 && !r.logprobs)
     return BadRequest("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
   if (r.logprobs) r.gen.options.logprobs = std::max(top, 0);
@@ -281,19 +341,17 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
   const json* msgs = f.Get("messages");
   if (!msgs) return BadRequest("'messages' is required", "messages");
   if (!msgs->is_array())
-    return ApiError{
-        422,
+    return InvalidType(
         fmt::format("Invalid type for 'messages': expected an array, but got {} instead.", TypeName(*msgs)),
-        "messages"};
+        "messages");
   if (msgs->empty()) return BadRequest("'messages' must not be empty", "messages");
   for (size_t i = 0; i < msgs->size(); ++i) {
     json m = (*msgs)[i];
     const std::string param = fmt::format("messages[{}]", i);
     if (!m.is_object())
-      return ApiError{
-          422,
+      return InvalidType(
           fmt::format("Invalid type for '{}': expected an object, but got {} instead.", param, TypeName(m)),
-          param};
+          param);
     if (!m.contains("role") || !m["role"].is_string())
       return BadRequest(fmt::format("'{}.role' is required (a string)", param), param + ".role");
     const std::string role = m["role"].get<std::string>();

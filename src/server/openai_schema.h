@@ -1,7 +1,8 @@
 // OpenAI request schemas: parses and validates the JSON bodies of /v1/completions and
 // /v1/chat/completions into engine RequestOptions, field by field as the OpenAI API reference
 // defines them (plus vLLM's top_k, min_p, ignore_eos, repetition_penalty extensions).
-// Malformed JSON and out-of-range values give 400, a field of the wrong JSON type 422.
+// Malformed JSON, out-of-range values and fields of the wrong JSON type give 400 (as OpenAI and
+// vLLM answer; the SDKs raise BadRequestError).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "constraint/constraint.h"
 #include "engine/request.h"
 #include "server/api_error.h"
 
@@ -32,6 +34,10 @@ struct GenerationRequest {
   // Completions' best_of: candidates per prompt, of which the n with the highest mean token
   // log-probability are returned (0: n). Not streamable.
   int32_t best_of = 0;
+  std::vector<std::string> bad_words;  // vLLM's: tokenized by the service into sampling constraints
+  int32_t truncate_prompt_tokens = 0;  // > 0: keep only the prompt's last this-many tokens (vLLM's)
+  // Structured output (structured_output_request.h); compiled when the request is run.
+  std::optional<constraint::ConstraintSpec> constraint;
 };
 
 struct CompletionRequest {

@@ -37,8 +37,9 @@ void Histogram::Observe(double v) {
   sum += v;
 }
 
-ServerMetrics::ServerMetrics(std::string model_name)
+ServerMetrics::ServerMetrics(std::string model_name, std::string prefix)
     : model_name_(std::move(model_name)),
+      prefix_(std::move(prefix)),
       ttft_(kTtftBuckets),
       tpot_(kTpotBuckets),
       itl_(kTpotBuckets),
@@ -69,10 +70,10 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   const std::string label = fmt::format("model_name=\"{}\"", model_name_);
   std::string out;
   auto family = [&](const std::string& name, const char* type, const char* help) {
-    out += fmt::format("# HELP ferry:{} {}\n# TYPE ferry:{} {}\n", name, help, name, type);
+    out += fmt::format("# HELP {}:{} {}\n# TYPE {}:{} {}\n", prefix_, name, help, prefix_, name, type);
   };
   auto sample = [&](const std::string& name, double v, const std::string& extra = "") {
-    out += fmt::format("ferry:{}{{{}{}}} {}\n", name, label, extra, Num(v));
+    out += fmt::format("{}:{}{{{}{}}} {}\n", prefix_, name, label, extra, Num(v));
   };
   auto gauge = [&](const char* name, double v, const char* help) {
     family(name, "gauge", help);

@@ -1,6 +1,6 @@
 // Server metrics in Prometheus' text exposition format (0.0.4), named as vLLM names them with
-// a `ferry:` prefix: latency histograms observed per finished sequence, engine gauges and
-// counters read from EngineStats at scrape time, and HTTP outcomes.
+// a `ferry:` prefix (or `vllm:`, --metrics-prefix): latency histograms observed per finished sequence, engine
+// gauges and counters read from EngineStats at scrape time, and HTTP outcomes.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,8 @@ struct Histogram {
 
 class ServerMetrics {
  public:
-  explicit ServerMetrics(std::string model_name);
+  // prefix: the metric names' namespace, "ferry" ("vllm" for dashboards built for vLLM).
+  explicit ServerMetrics(std::string model_name, std::string prefix = "ferry");
 
   // A finished sequence (one branch): latencies, its finish reason ("stop", "length", "abort").
   void ObserveFinished(const RequestMetrics& m, const std::string& finish_reason);
@@ -38,6 +39,7 @@ class ServerMetrics {
 
  private:
   std::string model_name_;
+  std::string prefix_;
   mutable std::mutex mu_;
   Histogram ttft_, tpot_, itl_, e2e_, queue_, prompt_len_, output_len_;  // guarded by mu_
   std::map<std::string, uint64_t> finished_;                             // by finish reason

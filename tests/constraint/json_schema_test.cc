@@ -32,6 +32,8 @@ const std::vector<std::string> kSchemas = {
     R"({"type":"object","properties":{"d":{"type":"string","format":"date"},"t":{"type":"string","format":"time"},
         "dt":{"type":"string","format":"date-time"},"u":{"type":"string","format":"uuid"}},"additionalProperties":false})",
     R"({"type":"number","minimum":-3,"exclusiveMaximum":2})",
+    R"({"type":"number","exclusiveMinimum":1,"exclusiveMaximum":4})",
+    R"({"type":"number","exclusiveMaximum":-1,"minimum":-6})",
     R"({"type":"integer","exclusiveMinimum":-3.5,"maximum":7.9})",
     R"({"type":"string","pattern":"ab|c{2}"})",
     R"({})",

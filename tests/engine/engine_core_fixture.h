@@ -82,21 +82,20 @@ class EngineCoreTest : public ::testing::Test {
   // filled last block that every branch copies on write) must give, for each branch b, the
   // tokens of a run of its own with seed 100 + b. Returns the forked run.
   static Run ExpectForkedBranchesEqualOwnRuns(const std::vector<int32_t>& prompt, int32_t n,
-                                              int32_t max_tokens) {
+                                              int32_t max_tokens, const EngineConfig& config = Config()) {
     RequestOptions o;
     o.sampling.temperature = 1.3f;
     o.sampling.seed = 100;
     o.max_tokens = max_tokens;
     o.ignore_eos = true;
     o.n = n;
-    Run forked = RunAll(Config(), {prompt}, {o});
+    Run forked = RunAll(config, {prompt}, {o});
     EXPECT_EQ(forked.tokens.size(), static_cast<size_t>(n));
     for (int b = 0; b < n; ++b) {
       RequestOptions single = o;
       single.n = 1;
       single.sampling.seed = 100 + static_cast<uint64_t>(b);
-      EXPECT_EQ(forked.tokens[K(0, b)], RunAll(Config(), {prompt}, {single}).tokens[K(0, 0)])
-          << "branch " << b;
+      EXPECT_EQ(forked.tokens[K(0, b)], RunAll(config, {prompt}, {single}).tokens[K(0, 0)]) << "branch " << b;
     }
     return forked;
   }

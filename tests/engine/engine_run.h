@@ -19,6 +19,7 @@ struct EngineRun {
   std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;       // of finished branches
   std::map<std::pair<RequestId, int32_t>, std::string> finish_reason;   // of finished branches
   EngineStats stats;
+  SparsityStats sparsity;     // what the engine's sparsity options skipped
   int requests_finished = 0;  // outputs with request_finished
 };
 
@@ -52,6 +53,7 @@ inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig
   }
   EXPECT_FALSE((*core)->HasWork());
   run.stats = (*core)->Stats();
+  run.sparsity = (*core)->sparsity_stats();
   EXPECT_EQ((*core)->kv_manager().NumFreeBlocks(), (*core)->num_blocks()) << "KV blocks leaked";
   if (check_core) check_core(**core);
   return run;

@@ -72,7 +72,6 @@ TEST_F(KvBudgetEngineTest, SingleSequenceEqualsFerryRunBudgetPath) {
     SparsityOptions so;
     so.kv_policy = policy;
     so.kv_budget = 64;
-    lm_->model->set_sparsity(so);
     ThreadPool pool(2);
     GenerateOptions g;
     g.n_predict = n_gen;
@@ -80,13 +79,12 @@ TEST_F(KvBudgetEngineTest, SingleSequenceEqualsFerryRunBudgetPath) {
     g.n_ctx = 512;
     g.ignore_eos = true;
     g.sampling.temperature = 0;
+    g.sparsity = so;  // this call only: the suite's model stays as loaded
     std::vector<int32_t> run_ids;
     auto st = Generate(
         *lm_, pool, prompt, g, [](std::string_view) {}, &run_ids);
-    lm_->model->set_sparsity(SparsityOptions{});
     ASSERT_TRUE(st.ok()) << st.status().ToString();
-    ASSERT_GT(lm_->model->sparsity_stats().kv_evicted_tokens, 0);
-    lm_->model->ResetSparsityStats();
+    ASSERT_GT(st->sparsity.kv_evicted_tokens, 0);
 
     EngineConfig c = Config();
     c.block_size = 64;  // BudgetKvCache's blocks: the attention kernel's tiles line up the same way

@@ -11,15 +11,15 @@ namespace {
 
 class ProgressiveEngineTest : public EngineCoreTest {
  protected:
-  void SetUp() override {
-    EngineCoreTest::SetUp();
+  // Engines of this suite run progressive attention; the suite's model stays as loaded.
+  static EngineConfig Config() {
+    EngineConfig c = EngineCoreTest::Config();
     SparsityOptions sp;
     sp.attn_progressive = true;
     sp.attn_progressive_margin = 0.5f;  // a random model's scores are close: keep some in INT8
-    lm_->model->set_sparsity(sp);
-    lm_->model->ResetSparsityStats();
+    c.sparsity = sp;
+    return c;
   }
-  void TearDown() override { lm_->model->set_sparsity(SparsityOptions{}); }
 };
 
 TEST_F(ProgressiveEngineTest, BatchedEqualsAloneAlsoChunkedPreemptedAndPrefixShared) {
@@ -46,8 +46,12 @@ TEST_F(ProgressiveEngineTest, BatchedEqualsAloneAlsoChunkedPreemptedAndPrefixSha
     Run run = RunAll(*cfg, prompts, opts);
     for (size_t i = 0; i < prompts.size(); ++i)
       EXPECT_EQ(run.tokens[K(static_cast<RequestId>(i), 0)], alone[i]) << "request " << i;
+    const SparsityStats& s = run.sparsity;
+    EXPECT_GT(s.attn_k_rows, 0);
+    EXPECT_GT(s.attn_k_rows_f32, 0);
+    EXPECT_LT(s.attn_k_rows_f32, s.attn_k_rows);  // the INT8 copy was used, not just allocated
   }
-  const SparsityStats& s = lm_->model->sparsity_stats();
+  const SparsityStats& s = RunAll(c, prompts, opts).sparsity;
   EXPECT_GT(s.attn_k_rows, 0);
   EXPECT_GT(s.attn_k_rows_f32, 0);
   EXPECT_LT(s.attn_k_rows_f32, s.attn_k_rows);  // the INT8 copy was used, not just allocated
@@ -56,9 +60,9 @@ TEST_F(ProgressiveEngineTest, BatchedEqualsAloneAlsoChunkedPreemptedAndPrefixSha
 TEST_F(ProgressiveEngineTest, ForkedBranchesCopyThePartialBlocksInt8KeysOnWrite) {
   // 37 prompt tokens: the branches share a partly filled last block, and each branch's first
   // append copies it on write. A copy without the INT8 keys would score those keys as zero.
-  Run forked = ExpectForkedBranchesEqualOwnRuns(Prompt(37, 5), 3, 16);
+  Run forked = ExpectForkedBranchesEqualOwnRuns(Prompt(37, 5), 3, 16, Config());
   EXPECT_EQ(forked.stats.prefill_tokens_computed, 37);  // the prompt's blocks really were shared
-  const SparsityStats& s = lm_->model->sparsity_stats();
+  const SparsityStats& s = forked.sparsity;
   EXPECT_LT(s.attn_k_rows_f32, s.attn_k_rows);
 }
 

@@ -25,6 +25,7 @@ namespace {
 struct Loaded {
   std::unique_ptr<formats::WeightSource> src;
   std::unique_ptr<Model> model;
+  SparsityStats stats;  // of the runs of this model
 };
 
 Loaded Load(const std::string& path, const SparsityOptions& sp = {}) {
@@ -90,15 +91,17 @@ std::string WriteZeroedHeads(const std::string& path, const std::vector<std::vec
 }
 
 // Logits of every position: a prefill of `prefill` tokens, then one token per pass.
-std::vector<float> RunLogits(Model& m, KvCache& kv, const std::vector<int32_t>& toks, size_t prefill,
-                             ThreadPool* pool) {
+std::vector<float> RunLogits(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, size_t prefill,
+                             ThreadPool* pool, SparsityStats* stats = nullptr) {
+  ForwardOptions fo;
+  fo.stats = stats;
   const int32_t nv = m.config().n_vocab;
   std::vector<float> all(toks.size() * static_cast<size_t>(nv));
   for (size_t s = 0; s < toks.size();) {
     const size_t e = s == 0 ? std::min(prefill, toks.size()) : s + 1;
     ForwardBatch b;
     for (size_t i = s; i < e; ++i) b.Add(toks[i], static_cast<int32_t>(i), 0, true);
-    const Status st = m.Forward(b, kv, all.data() + s * static_cast<size_t>(nv), pool);
+    const Status st = m.Forward(b, kv, all.data() + s * static_cast<size_t>(nv), pool, fo);
     EXPECT_TRUE(st.ok()) << st.ToString();
     if (!st.ok()) break;
     s = e;
@@ -106,11 +109,12 @@ std::vector<float> RunLogits(Model& m, KvCache& kv, const std::vector<int32_t>& 
   return all;
 }
 
-std::vector<float> RunLogits(Model& m, const std::vector<int32_t>& toks, size_t prefill, ThreadPool* pool) {
+std::vector<float> RunLogits(const Model& m, const std::vector<int32_t>& toks, size_t prefill,
+                             ThreadPool* pool, SparsityStats* stats = nullptr) {
   auto kv =
       ContiguousKvCache::Create(m.config().n_layers, 1, 512, m.config().n_kv_heads, m.config().head_dim);
   EXPECT_TRUE(kv.ok());
-  return RunLogits(m, *kv, toks, prefill, pool);
+  return RunLogits(m, *kv, toks, prefill, pool, stats);
 }
 
 std::vector<int32_t> Prompt(int n) {
@@ -146,19 +150,19 @@ TEST(HeadPruning, EqualsZeroedHeadsReferenceAndCountsWork) {
     sp.head_importance = imp;
     Loaded pruned = Load(path, sp), ref = Load(ref_path);
     const std::vector<int32_t> toks = Prompt(40);
-    const std::vector<float> got = RunLogits(*pruned.model, toks, 32, &pool);
-    const std::vector<float> want = RunLogits(*ref.model, toks, 32, &pool);
+    const std::vector<float> got = RunLogits(*pruned.model, toks, 32, &pool, &pruned.stats);
+    const std::vector<float> want = RunLogits(*ref.model, toks, 32, &pool, &ref.stats);
     float max_abs = 0;
     for (float x : want) max_abs = std::max(max_abs, std::fabs(x));
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + max_abs)) << i;
     // The pruned output really differs from the unpruned model.
     Loaded full = Load(path);
-    const std::vector<float> dense = RunLogits(*full.model, toks, 32, &pool);
+    const std::vector<float> dense = RunLogits(*full.model, toks, 32, &pool, &full.stats);
     double diff = 0;
     for (size_t i = 0; i < dense.size(); ++i) diff = std::max(diff, double{std::fabs(dense[i] - got[i])});
     EXPECT_GT(diff, 1e-3);
 
-    const SparsityStats& s = pruned.model->sparsity_stats();
+    const SparsityStats& s = pruned.stats;
     EXPECT_EQ(s.heads_pruned, 4);
     EXPECT_EQ(s.kv_heads_pruned, 1);
     // Passes: one of 32 tokens, then 8 of one. Keys attended summed over queries.
@@ -189,17 +193,17 @@ TEST(AttentionSparsity, OffAndExactSettingsAreBitIdentical) {
   sp.attn_progressive_margin = 0.5f;
   Loaded base = Load(path), off = Load(path, sp);
   const std::vector<int32_t> toks = Prompt(300);  // past a 256-key chunk
-  const std::vector<float> a = RunLogits(*base.model, toks, 280, &pool),
-                           b = RunLogits(*off.model, toks, 280, &pool);
+  const std::vector<float> a = RunLogits(*base.model, toks, 280, &pool, &base.stats),
+                           b = RunLogits(*off.model, toks, 280, &pool, &off.stats);
   ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
   EXPECT_TRUE(sp.Exact());
   // A fraction too small to drop any head prunes nothing.
   sp.prune_heads = 0.01;
   Loaded tiny_f = Load(path, sp);
-  const std::vector<float> c = RunLogits(*tiny_f.model, toks, 280, &pool);
+  const std::vector<float> c = RunLogits(*tiny_f.model, toks, 280, &pool, &tiny_f.stats);
   ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4));
-  EXPECT_EQ(tiny_f.model->sparsity_stats().heads_pruned, 0);
-  EXPECT_EQ(tiny_f.model->sparsity_stats().prune_flops_skipped, 0);
+  EXPECT_EQ(tiny_f.stats.heads_pruned, 0);
+  EXPECT_EQ(tiny_f.stats.prune_flops_skipped, 0);
 }
 
 // Value skipping: every V row counted once per (query, layer, KV head, key); results close to
@@ -211,13 +215,13 @@ TEST(AttentionSparsity, SkipAndProgressiveCountsAndDecodeEqualsPrefill) {
   const std::string path = WriteTiny(dir, "tiny", DType::kF32);
   Loaded base = Load(path);
   const std::vector<int32_t> toks = Prompt(300);
-  const std::vector<float> dense = RunLogits(*base.model, toks, 300, &pool);
+  const std::vector<float> dense = RunLogits(*base.model, toks, 300, &pool, &base.stats);
 
   SparsityOptions skip;
   skip.attn_skip_threshold = 1e-3f;
   Loaded sk = Load(path, skip);
-  const std::vector<float> got = RunLogits(*sk.model, toks, 300, &pool);
-  const SparsityStats& s = sk.model->sparsity_stats();
+  const std::vector<float> got = RunLogits(*sk.model, toks, 300, &pool, &sk.stats);
+  const SparsityStats& s = sk.stats;
   const int64_t rows = int64_t{2} * 2 * 300 * 301 / 2;  // layers x KV heads x keys over all queries
   EXPECT_EQ(s.attn_v_bytes, rows * 16 * 4);
   EXPECT_GT(s.attn_v_bytes_skipped, 0);
@@ -233,24 +237,25 @@ TEST(AttentionSparsity, SkipAndProgressiveCountsAndDecodeEqualsPrefill) {
   prog.attn_progressive = true;
   prog.attn_progressive_margin = 1e30f;
   Loaded a = Load(path, nearly), p = Load(path, prog);
-  const std::vector<float> exact = RunLogits(*a.model, toks, 300, &pool),
-                           all_f32 = RunLogits(*p.model, toks, 300, &pool);
-  EXPECT_EQ(a.model->sparsity_stats().attn_v_bytes_skipped, 0);
+  const std::vector<float> exact = RunLogits(*a.model, toks, 300, &pool, &a.stats),
+                           all_f32 = RunLogits(*p.model, toks, 300, &pool, &p.stats);
+  EXPECT_EQ(a.stats.attn_v_bytes_skipped, 0);
   ASSERT_EQ(0, std::memcmp(exact.data(), all_f32.data(), exact.size() * 4));
-  EXPECT_EQ(p.model->sparsity_stats().attn_k_rows_f32, rows);
-  EXPECT_EQ(p.model->sparsity_stats().attn_k_rows, rows);
+  EXPECT_EQ(p.stats.attn_k_rows_f32, rows);
+  EXPECT_EQ(p.stats.attn_k_rows, rows);
 
   prog.attn_progressive_margin = 0.1f;  // a random model's scores are close together
   Loaded p2 = Load(path, prog);
-  const std::vector<float> pre = RunLogits(*p2.model, toks, 300, &pool);
-  const SparsityStats& s2 = p2.model->sparsity_stats();
+  const std::vector<float> pre = RunLogits(*p2.model, toks, 300, &pool, &p2.stats);
+  const SparsityStats& s2 = p2.stats;
   EXPECT_LT(s2.attn_k_rows_f32, s2.attn_k_rows);
   EXPECT_GT(s2.attn_k_rows_f32, 0);
   // Every row in INT8 (16 bytes + a 4-byte scale), the recomputed ones in f32 as well.
   EXPECT_EQ(s2.attn_k_bytes_read, s2.attn_k_rows * (16 + 4) + s2.attn_k_rows_f32 * 16 * 4);
   EXPECT_EQ(s2.attn_k_bytes_dense, rows * 16 * 4);
   Loaded p3 = Load(path, prog);
-  const std::vector<float> dec = RunLogits(*p3.model, toks, 20, &pool);  // 20, then one token per pass
+  const std::vector<float> dec =
+      RunLogits(*p3.model, toks, 20, &pool, &p3.stats);  // 20, then one token per pass
   ASSERT_EQ(0, std::memcmp(pre.data(), dec.data(), pre.size() * 4));
   max_diff = 0;
   for (size_t i = 0; i < dense.size(); ++i)
@@ -287,13 +292,14 @@ TEST(AttentionSparsity, ClearErrors) {
   sp.attn_progressive = true;
   sp.kv_policy = KvPolicy::kSink;
   sp.kv_budget = 64;
-  f.model->set_sparsity(sp);
-  auto kv = CreateKvCacheFor(*f.model, 1, 128, 8);
+  auto kv = CreateKvCacheFor(f.model->config(), sp, 1, 128, 8);
   ASSERT_TRUE(kv.ok());
   ForwardBatch b;
   b.Add(5, 0, 0, true);
   std::vector<float> logits(static_cast<size_t>(f.model->config().n_vocab));
-  const Status st = f.model->Forward(b, **kv, logits.data(), nullptr);
+  ForwardOptions fo;
+  fo.sparsity = &sp;  // per call: the model stays as loaded
+  const Status st = f.model->Forward(b, **kv, logits.data(), nullptr, fo);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("--attn-progressive"), std::string::npos) << st.ToString();
 }

@@ -221,20 +221,17 @@ TEST(KvBudget, BadConfigsAreClearErrors) {
 
 TEST(KvBudget, CacheForModelOptionsNeedsPolicyAndBudgetTogether) {
   Fixture f = MakeTiny(DType::kF16);
-  Model& m = *f.model;
+  const ModelConfig& mc = f.model->config();
   SparsityOptions o;
   o.kv_policy = KvPolicy::kSink;  // no budget
-  m.set_sparsity(o);
-  auto c = CreateKvCacheFor(m, 1, 128, 8);
+  auto c = CreateKvCacheFor(mc, o, 1, 128, 8);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().ToString().find("--kv-budget"), std::string::npos);
   o.kv_policy = KvPolicy::kFull;
   o.kv_budget = 64;  // budget without a policy
-  m.set_sparsity(o);
-  EXPECT_FALSE(CreateKvCacheFor(m, 1, 128, 8).ok());
+  EXPECT_FALSE(CreateKvCacheFor(mc, o, 1, 128, 8).ok());
   o.kv_policy = KvPolicy::kH2O;
-  m.set_sparsity(o);
-  c = CreateKvCacheFor(m, 1, 128, 8);
+  c = CreateKvCacheFor(mc, o, 1, 128, 8);
   ASSERT_TRUE(c.ok());
   EXPECT_NE(dynamic_cast<BudgetKvCache*>(c->get()), nullptr);
 }

@@ -146,6 +146,7 @@ TEST(MoeRouter, CapacityRule) {
 class MoeLayerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MoeLayerTest, EqualsDenseReferenceWithoutDropping) {
+  Scratch scratch;  // the FFN's buffers, reused across calls
   MoeFixture f = Make(GetParam(), DType::kF32);
   ThreadPool pool(2);
   auto moe = MoeFfn::Load(*f.src, f.cfg, 1, /*repack=*/true, &pool);
@@ -154,7 +155,7 @@ TEST_P(MoeLayerTest, EqualsDenseReferenceWithoutDropping) {
   auto x = RandomRows(n, dim, 7);
   std::vector<float> out(static_cast<size_t>(n * dim));
   SparsityStats stats;
-  (*moe)->Forward(x.data(), n, out.data(), 0.0, &stats, &pool);
+  (*moe)->Forward(x.data(), n, out.data(), 0.0, &stats, scratch, &pool);
   ExpectClose(out, DenseReference(f, 1, x, n, [](int64_t, int32_t) { return true; }), 1e-5);
   EXPECT_EQ(stats.moe_assignments, n * f.cfg.n_expert_used);
   EXPECT_EQ(stats.moe_dropped, 0);
@@ -166,6 +167,7 @@ TEST_P(MoeLayerTest, EqualsDenseReferenceWithoutDropping) {
 // Grouped execution vs the same layer run one token at a time: the kernels are
 // batch-invariant, so grouping must not change a single bit (quantized weights too).
 TEST_P(MoeLayerTest, GroupedEqualsPerTokenBitExact) {
+  Scratch scratch;  // the FFN's buffers, reused across calls
   for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
     MoeFixture f = Make(GetParam(), type);
     ThreadPool pool(2);
@@ -174,9 +176,9 @@ TEST_P(MoeLayerTest, GroupedEqualsPerTokenBitExact) {
     const int64_t n = 17, dim = f.cfg.dim;
     auto x = RandomRows(n, dim, 11);
     std::vector<float> grouped(static_cast<size_t>(n * dim)), single(static_cast<size_t>(n * dim));
-    (*moe)->Forward(x.data(), n, grouped.data(), 0.0, nullptr, &pool);
+    (*moe)->Forward(x.data(), n, grouped.data(), 0.0, nullptr, scratch, &pool);
     for (int64_t t = 0; t < n; ++t)
-      (*moe)->Forward(x.data() + t * dim, 1, single.data() + t * dim, 0.0, nullptr, nullptr);
+      (*moe)->Forward(x.data() + t * dim, 1, single.data() + t * dim, 0.0, nullptr, scratch, nullptr);
     EXPECT_EQ(grouped, single) << DTypeName(type);
     // And close to the double-precision reference (activation quantization bounds the error).
     ExpectClose(grouped, DenseReference(f, 0, x, n, [](int64_t, int32_t) { return true; }),
@@ -187,6 +189,7 @@ TEST_P(MoeLayerTest, GroupedEqualsPerTokenBitExact) {
 // With a capacity factor, each expert keeps exactly its first ceil(k F n / E) assignments in
 // token order; the dropped ones contribute nothing (the residual passes) and are counted.
 TEST_P(MoeLayerTest, CapacityDropsInTokenOrderAndCounts) {
+  Scratch scratch;  // the FFN's buffers, reused across calls
   MoeFixture f = Make(GetParam(), DType::kF32);
   ThreadPool pool(2);
   auto moe = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool);
@@ -219,7 +222,7 @@ TEST_P(MoeLayerTest, CapacityDropsInTokenOrderAndCounts) {
     }
     std::vector<float> out(static_cast<size_t>(n * dim));
     SparsityStats stats;
-    layer->Forward(x.data(), n, out.data(), factor, &stats, &pool);
+    layer->Forward(x.data(), n, out.data(), factor, &stats, scratch, &pool);
     EXPECT_EQ(stats.expert_dropped, want_drop) << "factor " << factor;
     EXPECT_EQ(stats.expert_load, seen) << "factor " << factor;
     int64_t total_drop = 0;
@@ -247,8 +250,11 @@ TEST(MoeModel, BatchInvariantWithoutDroppingAndCountsDropsWithCapacity) {
     MoeFixture f = Make(preset, DType::kQ8_0);
     auto m = CreateModel(*f.src);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    Model& model = **m;
+    const Model& model = **m;
     const int32_t nv = model.config().n_vocab, n = 32;
+    SparsityStats stats;
+    ForwardOptions fo;
+    fo.stats = &stats;
     auto run = [&](int chunk, ThreadPool* pool) {
       auto kv = ContiguousKvCache::Create(model.config().n_layers, 1, 64, model.config().n_kv_heads,
                                           model.config().head_dim);
@@ -257,7 +263,7 @@ TEST(MoeModel, BatchInvariantWithoutDroppingAndCountsDropsWithCapacity) {
       for (int s = 0; s < n; s += chunk) {
         ForwardBatch b;
         for (int i = s; i < std::min(n, s + chunk); ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
-        EXPECT_TRUE(model.Forward(b, *kv, logits.data() + static_cast<size_t>(s) * nv, pool).ok());
+        EXPECT_TRUE(model.Forward(b, *kv, logits.data() + static_cast<size_t>(s) * nv, pool, fo).ok());
       }
       return logits;
     };
@@ -265,22 +271,21 @@ TEST(MoeModel, BatchInvariantWithoutDroppingAndCountsDropsWithCapacity) {
     auto whole = run(n, &pool);
     EXPECT_EQ(whole, run(1, nullptr)) << preset;
     EXPECT_EQ(whole, run(5, &pool)) << preset;
-    EXPECT_EQ(model.sparsity_stats().moe_dropped, 0);
-    EXPECT_EQ(model.sparsity_stats().moe_assignments,
-              3 * n * model.config().n_layers * model.config().n_expert_used);
+    EXPECT_EQ(stats.moe_dropped, 0);
+    EXPECT_EQ(stats.moe_assignments, 3 * n * model.config().n_layers * model.config().n_expert_used);
 
-    SparsityOptions sp;
+    SparsityOptions sp;  // per call: the model stays as loaded
     sp.moe_capacity_factor = 0.5;
-    model.set_sparsity(sp);
-    model.ResetSparsityStats();
+    fo.sparsity = &sp;
+    stats = SparsityStats{};
     auto dropped = run(n, &pool);
     EXPECT_NE(whole, dropped);
-    EXPECT_GT(model.sparsity_stats().moe_dropped, 0);
-    EXPECT_LT(model.sparsity_stats().MoeDropRate(), 0.75);
+    EXPECT_GT(stats.moe_dropped, 0);
+    EXPECT_LT(stats.MoeDropRate(), 0.75);
     // One token per step never overflows (capacity >= 1 and its k experts are distinct).
-    model.ResetSparsityStats();
+    stats = SparsityStats{};
     EXPECT_EQ(run(1, nullptr), whole);
-    EXPECT_EQ(model.sparsity_stats().moe_dropped, 0);
+    EXPECT_EQ(stats.moe_dropped, 0);
     // Decode reads only the active experts.
     EXPECT_LT(model.WeightBytes(), f.src->TensorBytes());
   }

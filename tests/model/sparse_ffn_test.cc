@@ -107,6 +107,7 @@ class SparseFfnLayerTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(SparseFfnLayerTest, RowSparseAndMaskedDenseEqualMaskedReferenceEveryIsa) {
   ferry::testing::ScopedIsa isa_guard;
+  Scratch scratch;  // the FFN's buffers, reused across calls
   Fixture f = Make(GetParam());
   const int64_t dim = f.cfg.dim, ffn = f.cfg.ffn_dim, n = 6;
   std::vector<Linear> gate, up, down;
@@ -138,9 +139,9 @@ TEST_P(SparseFfnLayerTest, RowSparseAndMaskedDenseEqualMaskedReferenceEveryIsa) 
         SparsityStats st;
         std::vector<float> single(static_cast<size_t>(n * dim)), batched(static_cast<size_t>(n * dim));
         for (int64_t t = 0; t < n; ++t)  // one token per call: the row-sparse kernels
-          (*sp)->Forward(l, ffns[l], o, x.data() + t * dim, 1, single.data() + t * dim, &st, &pool);
+          (*sp)->Forward(l, ffns[l], o, x.data() + t * dim, 1, single.data() + t * dim, &st, scratch, &pool);
         EXPECT_EQ(st.ffn_sparse_tokens, n);
-        (*sp)->Forward(l, ffns[l], o, x.data(), n, batched.data(), &st, &pool);  // masked dense
+        (*sp)->Forward(l, ffns[l], o, x.data(), n, batched.data(), &st, scratch, &pool);  // masked dense
         EXPECT_EQ(st.ffn_sparse_tokens, n);
         const int64_t n_keep = std::llround(0.4 * static_cast<double>(ffn));
         int64_t kept_total = 0;
@@ -188,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(Types, SparseFfnLayerTest, ::testing::Values(DType::kF3
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 // Runs n tokens through a model in steps of `chunk`, returning every token's logits.
-std::vector<float> RunTokens(Model& model, int n, int chunk, ThreadPool* pool) {
+std::vector<float> RunTokens(const Model& model, int n, int chunk, ThreadPool* pool,
+                             const ForwardOptions& fo = {}) {
   const ModelConfig& c = model.config();
   auto kv = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim);
   EXPECT_TRUE(kv.ok());
@@ -196,7 +198,7 @@ std::vector<float> RunTokens(Model& model, int n, int chunk, ThreadPool* pool) {
   for (int s = 0; s < n; s += chunk) {
     ForwardBatch b;
     for (int i = s; i < std::min(n, s + chunk); ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
-    EXPECT_TRUE(model.Forward(b, *kv, logits.data() + static_cast<size_t>(s) * c.n_vocab, pool).ok());
+    EXPECT_TRUE(model.Forward(b, *kv, logits.data() + static_cast<size_t>(s) * c.n_vocab, pool, fo).ok());
   }
   return logits;
 }
@@ -219,19 +221,22 @@ TEST(SparseFfnModel, SparsityZeroIsDenseBitExactAndDecodeMatchesPrefill) {
   mo.sparsity.ffn_sparsity = 0.5;
   auto sparse = CreateModel(*f.src, mo);
   ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
-  Model& m = **sparse;
+  const Model& m = **sparse;
   // Sparsity 0 with the sidecar loaded: the dense model, bit for bit.
   SparsityOptions zero = mo.sparsity;
   zero.ffn_sparsity = 0;
-  m.set_sparsity(zero);
-  EXPECT_EQ(RunTokens(m, n, n, &pool), want);
-  EXPECT_EQ(RunTokens(m, n, 1, nullptr), RunTokens(**dense, n, 1, nullptr));
-  EXPECT_EQ(m.sparsity_stats().ffn_neurons, 0);
-  // Sparsity 0.5: prefill (masked dense) and decode (row-sparse) compute the same function.
-  m.set_sparsity(mo.sparsity);
-  m.ResetSparsityStats();
-  const auto prefill = RunTokens(m, n, n, &pool);
-  const auto decode = RunTokens(m, n, 1, &pool);
+  SparsityStats st;
+  ForwardOptions fo;
+  fo.sparsity = &zero;
+  fo.stats = &st;
+  EXPECT_EQ(RunTokens(m, n, n, &pool, fo), want);
+  EXPECT_EQ(RunTokens(m, n, 1, nullptr, fo), RunTokens(**dense, n, 1, nullptr));
+  EXPECT_EQ(st.ffn_neurons, 0);
+  // Sparsity 0.5 (the options it was loaded with): prefill (masked dense) and decode
+  // (row-sparse) compute the same function.
+  fo.sparsity = nullptr;
+  const auto prefill = RunTokens(m, n, n, &pool, fo);
+  const auto decode = RunTokens(m, n, 1, &pool, fo);
   EXPECT_NE(prefill, want);
   double max_diff = 0, max_abs = 0;
   for (size_t i = 0; i < prefill.size(); ++i) {
@@ -239,7 +244,6 @@ TEST(SparseFfnModel, SparsityZeroIsDenseBitExactAndDecodeMatchesPrefill) {
     max_abs = std::max(max_abs, static_cast<double>(std::fabs(prefill[i])));
   }
   EXPECT_LT(max_diff, 1e-3 * max_abs);
-  const SparsityStats& st = m.sparsity_stats();
   EXPECT_EQ(st.ffn_tokens, 2 * n * f.cfg.n_layers);
   EXPECT_EQ(st.ffn_sparse_tokens, n * f.cfg.n_layers);
   EXPECT_EQ(st.ffn_neurons, int64_t{2} * n * f.cfg.n_layers * f.cfg.ffn_dim);

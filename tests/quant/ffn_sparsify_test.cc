@@ -94,8 +94,11 @@ TEST(FfnSparsify, ThresholdsReachTheRequestedSparsityOnCalibrationAndHeldOutText
   const auto toks = RandomTokens(c.n_vocab, n, 99);
   for (int32_t i = 0; i < n; ++i) b.Add(toks[static_cast<size_t>(i)], i, 0, i + 1 == n);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
-  ASSERT_TRUE(model.Forward(b, *kv, logits.data(), nullptr).ok());
-  EXPECT_NEAR(model.sparsity_stats().FfnSkippedFraction(), 0.5, 0.02);
+  SparsityStats stats;
+  ForwardOptions fo;
+  fo.stats = &stats;
+  ASSERT_TRUE(model.Forward(b, *kv, logits.data(), nullptr, fo).ok());
+  EXPECT_NEAR(stats.FfnSkippedFraction(), 0.5, 0.02);
 }
 
 TEST(FfnSparsify, PredictorFindsNeuronsAboveThresholdBetterThanChanceAndIsDeterministic) {

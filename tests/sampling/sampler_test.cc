@@ -125,6 +125,32 @@ TEST(Sampler, PenaltiesChangeGreedyChoice) {
   EXPECT_EQ(Sampler(pres, 3).Sample(std::vector<float>(l).data(), hist), 1);
 }
 
+// OpenAI's presence/frequency penalties count generated tokens only (history past
+// prompt_tokens); repeat_penalty (llama.cpp's) still sees the prompt.
+TEST(Sampler, OpenAiPenaltiesSkipThePrompt) {
+  const std::vector<float> l = {2.0f, 1.9f, 0.f};
+  const std::vector<int32_t> hist = {0, 0, 1};  // prompt {0, 0}, then 1 was generated
+  SamplingParams freq = Plain(0.f);
+  freq.frequency_penalty = 0.5f;
+  freq.prompt_tokens = 2;  // 0 is not penalized: 2.0 > 1.9 - 0.5
+  EXPECT_EQ(Sampler(freq, 3).Sample(std::vector<float>(l).data(), hist), 0);
+  freq.prompt_tokens = 0;  // counted: 2.0 - 1.0 < 1.4
+  EXPECT_EQ(Sampler(freq, 3).Sample(std::vector<float>(l).data(), hist), 1);
+  SamplingParams pres = Plain(0.f);
+  pres.presence_penalty = 0.5f;
+  pres.prompt_tokens = 3;  // all prompt: nothing penalized
+  std::vector<float> row = l;
+  Sampler(pres, 3).Sample(row.data(), hist);
+  EXPECT_EQ(row, l);
+  SamplingParams rep = Plain(0.f);
+  rep.repeat_penalty = 1.1f;
+  rep.repeat_last_n = -1;  // the whole history
+  rep.prompt_tokens = 3;
+  std::vector<int32_t> long_hist(100, 2);
+  long_hist[0] = 0;  // far back, in the prompt
+  EXPECT_EQ(Sampler(rep, 3).Sample(std::vector<float>(l).data(), long_hist), 1);
+}
+
 // ProcessedProbs is the distribution Sample draws from: with the same params and history,
 // 20000 draws of Sample land within chi-square (alpha = 0.001, Wilson-Hilferty critical
 // value) of it, for a chain with every filter and penalties on.

@@ -128,7 +128,7 @@ TEST_F(ServerRobustnessTest, FloodPastMaxWaitingGets503AndAcceptedRequestsComple
     } else {
       EXPECT_EQ(r.status, 503) << r.body;
       ++overloaded;
-      EXPECT_EQ(r.Json()["error"]["code"], 503);
+      EXPECT_TRUE(r.Json()["error"]["code"].is_null()) << r.body;  // OpenAI: a string or null
       auto it = r.headers.find("Retry-After");
       EXPECT_TRUE(it != r.headers.end());
     }

@@ -67,6 +67,8 @@ struct Instance {
   std::string name;
   LoadedModel lm;
   std::unique_ptr<ContiguousKvCache> kv;
+  SparsityStats stats;  // decode steps only
+  ForwardScratch scratch;
   std::vector<double> ms;     // per round
   std::vector<double> ratio;  // per round: ms / dense ms
 };
@@ -111,7 +113,6 @@ int RunAttentionBench(const AttnBenchOpts& o) {
       for (int i = s; i < e; ++i) b.Add(tokens[static_cast<size_t>(i)], i, 0, i + 1 == e);
       if (Status st = r->lm.model->Forward(b, *r->kv, logits.data(), &pool); !st.ok()) return Fail(st);
     }
-    r->lm.model->ResetSparsityStats();  // count the decode steps only
     runs.push_back(std::move(r));
   }
   std::vector<float> logits;
@@ -124,11 +125,14 @@ int RunAttentionBench(const AttnBenchOpts& o) {
       ForwardBatch b;
       b.Add(tokens[static_cast<size_t>(o.depth)], o.depth, 0, true);
       Timer t;
-      if (Status st = r.lm.model->Forward(b, *r.kv, logits.data(), &pool); !st.ok()) return Fail(st);
+      ForwardOptions fo;
+      fo.stats = &r.stats;
+      fo.scratch = &r.scratch;
+      if (Status st = r.lm.model->Forward(b, *r.kv, logits.data(), &pool, fo); !st.ok()) return Fail(st);
       ms[i] = t.Millis();
     }
     if (round == 0) {
-      for (auto& r : runs) r->lm.model->ResetSparsityStats();
+      for (auto& r : runs) r->stats = SparsityStats{};
       continue;
     }
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -145,12 +149,12 @@ int RunAttentionBench(const AttnBenchOpts& o) {
                 "speedup vs dense");
   for (const auto& r : runs) {
     const double m = median(r->ms), sp = median(r->ratio);
-    const std::string rep = SparsityReport(*r->lm.model);
+    const std::string rep = SparsityReport(*r->lm.model, r->stats);
     if (o.json) {
       nlohmann::json j = {{"config", r->name},      {"depth", o.depth},
                           {"rounds", o.rounds},     {"threads", pool.size()},
                           {"ms_per_token", m},      {"tokens_per_s", 1e3 / m},
-                          {"speedup_vs_dense", sp}, {"sparsity", SparsityJson(*r->lm.model)}};
+                          {"speedup_vs_dense", sp}, {"sparsity", SparsityJson(*r->lm.model, r->stats)}};
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%-32s %12.3f %12.1f %13.2fx  %s\n", r->name.c_str(), m, 1e3 / m, sp, rep.c_str());

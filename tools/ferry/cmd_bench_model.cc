@@ -71,8 +71,8 @@ std::string WeightTypeName(const formats::WeightSource& src) {
 }
 
 // Prefill P tokens of sequence 0 starting at position pos0; returns seconds.
-StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
-                         std::vector<float>& logits, ThreadPool& pool, int pos0 = 0) {
+StatusOr<double> Prefill(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
+                         std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo, int pos0 = 0) {
   Timer timer;
   ForwardBatch b;
   const int p = static_cast<int>(toks.size());
@@ -80,20 +80,20 @@ StatusOr<double> Prefill(Model& m, KvCache& kv, const std::vector<int32_t>& toks
     b.Clear();
     const int e = std::min(p, s + n_batch);
     for (int i = s; i < e; ++i) b.Add(toks[static_cast<size_t>(i)], pos0 + i, 0, i == p - 1);
-    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool, fo));
   }
   return timer.Seconds();
 }
 
 // Decode N tokens of sequence 0 at positions pos0.. (one token per forward); returns seconds.
-StatusOr<double> Decode(Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0,
-                        std::vector<float>& logits, ThreadPool& pool) {
+StatusOr<double> Decode(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0,
+                        std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo) {
   Timer timer;
   ForwardBatch b;
   for (size_t i = 0; i < toks.size(); ++i) {
     b.Clear();
     b.Add(toks[i], pos0 + static_cast<int32_t>(i), 0, true);
-    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool));
+    FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool, fo));
   }
   return timer.Seconds();
 }
@@ -147,8 +147,13 @@ int RunBench(const BenchOpts& o) {
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
   const int ctx = std::max(1, o.depth + o.n_prompt + o.n_gen);
+  SparsityStats stats;
+  ForwardScratch scratch;
+  ForwardOptions fo;
+  fo.stats = &stats;
+  fo.scratch = &scratch;
   // Budgeted under --kv-policy sink|h2o.
-  auto kv = CreateKvCacheFor(m, 1, ctx, std::max(o.n_batch, 2), *kv_types);
+  auto kv = CreateKvCacheFor(c, m.sparsity(), 1, ctx, std::max(o.n_batch, 2), &stats, *kv_types);
   if (!kv.ok()) return Fail(kv.status());
   ThreadPool pool(o.threads);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
@@ -163,23 +168,23 @@ int RunBench(const BenchOpts& o) {
   // Warm-up (page in the weights, wake the threads), as llama-bench does.
   {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
-    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool);
+    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool, fo);
     if (!s.ok()) return Fail(s.status());
   }
-  m.ResetSparsityStats();  // count the timed passes only
+  stats = SparsityStats{};  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     if (o.depth > 0) {  // the context the tests run at (untimed)
-      auto s = Prefill(m, **kv, context, o.n_batch, logits, pool);
+      auto s = Prefill(m, **kv, context, o.n_batch, logits, pool, fo);
       if (!s.ok()) return Fail(s.status());
     }
     if (o.n_prompt > 0) {
-      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool, o.depth);
+      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool, fo, o.depth);
       if (!s.ok()) return Fail(s.status());
       pp.push_back(o.n_prompt / *s);
     }
     if (o.n_gen > 0) {
-      auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool);
+      auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool, fo);
       if (!s.ok()) return Fail(s.status());
       tg.push_back(o.n_gen / *s);
     }
@@ -249,7 +254,7 @@ int RunBench(const BenchOpts& o) {
                         {"bytes_per_decode_token", tok_bytes},
                         {"bandwidth_gb_per_s", bw / 1e9},
                         {"decode_efficiency", eff},
-                        {"sparsity", SparsityJson(m)}};
+                        {"sparsity", SparsityJson(m, stats)}};
     if (!spec_tps.empty()) {
       j["spec_method"] = spec_method;
       j["spec_tokens"] = sc.num_tokens;
@@ -293,7 +298,7 @@ int RunBench(const BenchOpts& o) {
           engs.mean > 0 ? specs.mean / engs.mean : 0.0, spec_stats.SpecAcceptanceRate() * 100,
           spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
           spec_stats.spec_verify_s * 1e3 / o.reps);
-    if (std::string sp = SparsityReport(m); !sp.empty()) std::printf("%s\n", sp.c_str());
+    if (std::string sp = SparsityReport(m, stats); !sp.empty()) std::printf("%s\n", sp.c_str());
   }
   std::fflush(stdout);
   return 0;

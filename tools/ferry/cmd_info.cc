@@ -63,6 +63,10 @@ Runner AddInfoCommand(CLI::App& app) {
                   cfg->ffn_dim, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim);
       std::printf("rope:           theta %g, dims %d, %s\n", cfg->rope_theta, cfg->rot_dim, cfg->rope_neox ? "neox" : "normal");
       std::printf("rms norm eps:   %g\n", cfg->rms_eps);
+      // Building the model (weights in place, nothing repacked) checks every tensor `ferry run`
+      // needs: a missing or zero-sized one makes the file not runnable.
+      if (auto model = CreateModel(src, ModelOptions{/*repack_weights=*/false}); !model.ok())
+        std::printf("model:          not runnable: %s\n", model.status().message().c_str());
     } else if (src.tensors().empty()) {
       std::printf("model:          none (vocabulary only)\n");
     } else {

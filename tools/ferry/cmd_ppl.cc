@@ -1,4 +1,5 @@
 // `ferry ppl`: perplexity over a text file, computed as llama.cpp's llama-perplexity does.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -7,6 +8,7 @@
 #include "base/progress.h"
 #include "base/timer.h"
 #include "commands.h"
+#include "engine/kl_divergence.h"
 #include "engine/loaded_model.h"
 #include "engine/perplexity.h"
 
@@ -16,6 +18,7 @@ Runner AddPplCommand(CLI::App& app) {
   struct Opts {
     ModelFlags model;
     std::string file;
+    std::string kl_base;
     PerplexityOptions ppl;
   };
   auto o = std::make_shared<Opts>();
@@ -24,7 +27,12 @@ Runner AddPplCommand(CLI::App& app) {
   cmd->add_option("-f,--file", o->file, "text file")->required();
   cmd->add_option("-c,--ctx", o->ppl.n_ctx, "window size in tokens")->capture_default_str();
   cmd->add_option("-b,--batch", o->ppl.n_batch, "tokens per forward pass")->capture_default_str();
-  cmd->add_option("--chunks", o->ppl.max_chunks, "evaluate at most this many windows (-1: all)")->capture_default_str();
+  cmd->add_option("--chunks", o->ppl.max_chunks, "evaluate at most this many windows (-1: all)")
+      ->capture_default_str();
+  cmd->add_option("--kl-divergence-base", o->kl_base,
+                  "logits file as llama-perplexity --kl-divergence-base writes it: compared with when it "
+                  "exists (mean KL divergence, top-1 agreement, delta PPL on its tokens), else written from "
+                  "this run's f32 logits");
 
   return [o]() -> int {
     auto kv_types = o->model.kv_cache.ToTypes();
@@ -39,8 +47,8 @@ Runner AddPplCommand(CLI::App& app) {
     ThreadPool pool(o->model.threads);
     Timer timer;
     std::vector<int32_t> tokens = lm->tokenizer->Encode(ss.str(), true, false);
-    std::fprintf(stderr, "ferry: tokenized %zu bytes into %zu tokens in %.2f s\n", ss.str().size(), tokens.size(),
-                 timer.Seconds());
+    std::fprintf(stderr, "ferry: tokenized %zu bytes into %zu tokens in %.2f s\n", ss.str().size(),
+                 tokens.size(), timer.Seconds());
     const bool tty = StderrIsTerminal();
     std::unique_ptr<ProgressBar> bar;
     o->ppl.progress = [&](int32_t done, int32_t total, double ppl) {
@@ -51,14 +59,68 @@ Runner AddPplCommand(CLI::App& app) {
         std::fprintf(stderr, "ferry: [%d/%d] running ppl %.4f\n", done, total, ppl);
       }
     };
+    std::unique_ptr<KlBaseReader> kl_in;
+    std::unique_ptr<KlBaseWriter> kl_out;
+    if (!o->kl_base.empty()) {
+      const int32_t n_ctx = o->ppl.n_ctx, n_vocab = lm->config().n_vocab;
+      if (std::ifstream(o->kl_base).good()) {  // compare on the base's tokens
+        auto rd = KlBaseReader::Open(o->kl_base);
+        if (!rd.ok()) return Fail(rd.status());
+        kl_in = std::move(*rd);
+        const KlBaseHeader& h = kl_in->header();
+        if (static_cast<int32_t>(h.n_ctx) != n_ctx)
+          return Fail(InvalidArgumentError("'{}' was written with windows of {} tokens; run with --ctx {}",
+                                           o->kl_base, h.n_ctx, h.n_ctx));
+        if (h.n_vocab != n_vocab)
+          return Fail(InvalidArgumentError("'{}' has a vocabulary of {}, the model {}", o->kl_base, h.n_vocab,
+                                           n_vocab));
+        if (tokens.size() < h.tokens.size() || !std::equal(h.tokens.begin(), h.tokens.end(), tokens.begin()))
+          std::fprintf(stderr,
+                       "ferry: note: the text tokenizes differently from '%s'; evaluating its tokens\n",
+                       o->kl_base.c_str());
+        tokens = h.tokens;
+        o->ppl.max_chunks = h.n_chunk;
+        o->ppl.on_scored_rows = [&](const float* logits, int32_t n, const int32_t* targets) {
+          return kl_in->CompareRows(logits, targets, n);
+        };
+      } else {
+        KlBaseHeader h;
+        h.n_ctx = static_cast<uint32_t>(n_ctx);
+        h.n_vocab = n_vocab;
+        h.n_chunk = static_cast<int32_t>(tokens.size() / static_cast<size_t>(std::max(n_ctx, 1)));
+        if (o->ppl.max_chunks >= 0) h.n_chunk = std::min(h.n_chunk, o->ppl.max_chunks);
+        h.tokens.assign(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(h.n_chunk) * n_ctx);
+        auto wr = KlBaseWriter::Create(o->kl_base, h);
+        if (!wr.ok()) return Fail(wr.status());
+        kl_out = std::move(*wr);
+        o->ppl.on_scored_rows = [&](const float* logits, int32_t n, const int32_t*) {
+          return kl_out->AddRows(logits, n);
+        };
+      }
+    }
     timer.Reset();
     auto r = Perplexity(*lm, pool, tokens, o->ppl);
     if (bar) bar->Finish();
     if (!r.ok()) return Fail(r.status());
-    std::fprintf(stderr, "ferry: %d windows of %d tokens, %lld predictions scored, %.1f s (%.0f tok/s)\n", r->n_chunks,
-                 o->ppl.n_ctx, static_cast<long long>(r->n_scored), timer.Seconds(),
+    std::fprintf(stderr, "ferry: %d windows of %d tokens, %lld predictions scored, %.1f s (%.0f tok/s)\n",
+                 r->n_chunks, o->ppl.n_ctx, static_cast<long long>(r->n_scored), timer.Seconds(),
                  r->n_chunks * static_cast<double>(o->ppl.n_ctx) / timer.Seconds());
-    if (std::string sp = SparsityReport(*lm->model); !sp.empty()) std::fprintf(stderr, "ferry: %s\n", sp.c_str());
+    if (std::string sp = SparsityReport(*lm->model, r->sparsity); !sp.empty())
+      std::fprintf(stderr, "ferry: %s\n", sp.c_str());
+    if (kl_out) {
+      if (Status st = kl_out->Close(); !st.ok()) return Fail(st);
+      std::fprintf(stderr, "ferry: wrote the logits of %d windows to '%s'\n", r->n_chunks,
+                   o->kl_base.c_str());
+    }
+    if (kl_in) {
+      auto kl = kl_in->Finish();
+      if (!kl.ok()) return Fail(kl.status());
+      std::printf(
+          "KLD = %.6f +/- %.6f, top-1 agreement %.3f%%, PPL %.4f vs base %.4f (delta %+.4f), %lld "
+          "positions\n",
+          kl->mean_kld, kl->kld_stderr, 100.0 * kl->top1_agreement, kl->ppl, kl->ppl_base, kl->delta_ppl(),
+          static_cast<long long>(kl->count));
+    }
     std::printf("PPL = %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
     return 0;
   };

@@ -60,7 +60,7 @@ Runner AddPruneCommand(CLI::App& app) {
     if (!rep.ok()) return Fail(rep.status());
     int64_t zeros = 0, total = 0;
     for (const auto& r : *rep) {
-      std::printf("layer %d %-12s sparsity %.4f (%lld / %lld)\n", r.layer, quant::LinearStem(r.kind),
+      std::printf("layer %d %-12s sparsity %.4f (%lld / %lld)\n", r.layer, LinearStem(r.kind),
                   static_cast<double>(r.zeros) / static_cast<double>(r.total),
                   static_cast<long long>(r.zeros), static_cast<long long>(r.total));
       zeros += r.zeros;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "engine/perplexity.h"
 #include "quant/autoawq_export.h"
 #include "quant/awq.h"
 #include "quant/int4_payloads.h"
@@ -58,9 +59,15 @@ Status PreviewW8A8(const quant::FloatModel& m, const quant::PayloadMap& payloads
   ss << f.rdbuf();
   const std::vector<int32_t> tokens = in.tokenizer->Encode(ss.str(), true, false);
   const quant::FloatModel fq = quant::FakeQuantW8A8Model(m, payloads);
+  const std::unique_ptr<formats::WeightSource> src = fq.AsWeightSource();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, quant::FloatModel::Build(*src));
+  const ActivationTaps taps{nullptr, quant::W8A8ActHook(payloads)};
+  PerplexityOptions po;
+  po.n_ctx = ctx;
+  po.n_batch = ctx;
+  po.taps = &taps;
   const int32_t bos = in.tokenizer->add_bos() ? in.tokenizer->bos_id() : -1;
-  FERRY_ASSIGN_OR_RETURN(quant::FloatPplResult r,
-                         quant::FloatPerplexity(fq, tokens, ctx, bos, quant::W8A8ActHook(payloads), &pool));
+  FERRY_ASSIGN_OR_RETURN(PerplexityResult r, Perplexity(*model, bos, pool, tokens, po));
   std::printf("emulated W8A8 PPL = %.4f (%lld predictions, windows of %d)\n", r.ppl,
               static_cast<long long>(r.n_scored), ctx);
   return Status::Ok();
@@ -102,7 +109,7 @@ int Run(QuantizeOpts& o) {
       if (!r.ok()) return Fail(r.status());
       for (const auto& rep : r->report)
         std::fprintf(stderr, "ferry: awq layer %d %-11s alpha %.2f  output mse %.3g (rtn %.3g)\n", rep.layer,
-                     quant::InputName(quant::InputOf(rep.kind)), rep.alpha, rep.err, rep.err_rtn);
+                     InputName(InputOf(rep.kind)), rep.alpha, rep.err, rep.err_rtn);
       clips = std::move(r->clip);
       recipe.extra.push_back({"clip", o.no_clip ? "none" : "per-group search, 1.0..0.55"});
     }

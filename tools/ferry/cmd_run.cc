@@ -83,7 +83,7 @@ Runner AddRunCommand(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   o->beam.beam_width = 0;  // off unless --beam-width
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
-  o->model.Add(cmd);
+  o->model.Add(cmd, /*with_threads=*/true, /*default_model=*/true);
   SamplingParams& s = o->gen.sampling;
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->required();
   cmd->add_option("-n,--n-predict", o->gen.n_predict, "tokens to generate (-1: until end of text)")
@@ -114,6 +114,7 @@ Runner AddRunCommand(CLI::App& app) {
   o->constraint.Add(cmd, "--json-schema");
 
   return [o]() -> int {
+    o->model.model = o->model.ModelOrDefault();
     auto kv_types = o->model.kv_cache.ToTypes();
     if (!kv_types.ok()) return Fail(kv_types.status());
     o->gen.kv_types = o->beam.kv_types = *kv_types;
@@ -155,7 +156,7 @@ Runner AddRunCommand(CLI::App& app) {
         "threads %d\n",
         st.prompt_tokens, st.generated_tokens, st.finish_reason.c_str(), st.ttft_s * 1e3,
         st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, decode_tps, pool.size());
-    if (std::string sp = SparsityReport(*lm->model); !sp.empty())
+    if (std::string sp = SparsityReport(*lm->model, st.sparsity); !sp.empty())
       std::fprintf(stderr, "ferry: %s\n", sp.c_str());
     return 0;
   };

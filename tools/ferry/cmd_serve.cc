@@ -20,7 +20,7 @@ Runner AddServeCommand(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, metrics)");
-  o->model.Add(cmd);
+  o->model.Add(cmd, /*with_threads=*/true, /*default_model=*/true);
   o->engine.Add(cmd);
   o->spec.Add(cmd);
   server::ServerConfig& s = o->server;
@@ -42,6 +42,14 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--http-threads", s.http_threads, "connections served at once")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--allowed-origins", s.allowed_origins,
+                  "CORS: origins whose pages may call the API ('*': any; comma-separated or repeated)")
+      ->delimiter(',');
+  cmd->add_option("--metrics-prefix", s.metrics_prefix, "namespace of the /metrics names (ferry or vllm)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ferry", "vllm"}));
+  cmd->add_flag(
+      "--no-webui", [&s](int64_t) { s.webui = false; }, "no chat page at GET /");
   cmd->add_option("--drain-timeout", s.drain_timeout_s,
                   "seconds in-flight requests get to finish on SIGINT/SIGTERM")
       ->capture_default_str()
@@ -56,6 +64,7 @@ Runner AddServeCommand(CLI::App& app) {
     if (!kv_types.ok()) return Fail(kv_types.status());
     ec->kv_types = *kv_types;
     if (Status st = o->model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
+    o->model.model = o->model.ModelOrDefault();
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     std::optional<ModelChatTemplate> tmpl;

@@ -52,7 +52,7 @@ Runner AddSparsifyCommand(CLI::App& app) {
     if (!file.ok()) return Fail(file.status());
     const double s = o->train.train_sparsity;
     for (int32_t l = 0; l < file->n_layers; ++l) {
-      const quant::InputStats& x = stats->At(l, quant::InputKind::kFfnIn);
+      const quant::InputStats& x = stats->At(l, InputKind::kFfnIn);
       const std::vector<float> act = quant::AbsSiluGate(in->model, l, x.rows.data(), x.n_rows(), &pool);
       std::printf(
           "layer %d: |silu(gate)| threshold %.4g at sparsity %.2f; predictor recall %.3f (chance %.3f)\n", l,

@@ -11,8 +11,8 @@
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "model/kv_storage.h"
-#include "spec/self_draft.h"
-#include "spec/spec_config.h"
+#include "speculative/self_draft.h"
+#include "speculative/spec_config.h"
 
 namespace ferry::cli {
 
@@ -51,8 +51,9 @@ struct SparsityFlags {
   Status CheckSupportedByEngine() const;
 };
 // What the model's sparsity skipped so far: one human line ("" when nothing applies) and JSON.
-std::string SparsityReport(const Model& model);
-nlohmann::json SparsityJson(const Model& model);
+// What the model's sparsity options (Model::sparsity()) skipped, from the stats of a run.
+std::string SparsityReport(const Model& model, const SparsityStats& stats);
+nlohmann::json SparsityJson(const Model& model, const SparsityStats& stats);
 
 // KV cache storage types (kv_cache_flags.cc): --cache-type-k / --cache-type-v (llama.cpp's
 // names) and --kv-cache-dtype (vLLM's, both at once), for every command that computes.
@@ -71,7 +72,10 @@ struct ModelFlags {
   bool no_repack = false;
   SparsityFlags sparsity;  // added with the compute options (with_threads)
   KvCacheFlags kv_cache;   // the same
-  void Add(CLI::App* cmd, bool with_threads = true);
+  // default_model: -m is optional and ModelOrDefault() falls back to the bundled model.
+  void Add(CLI::App* cmd, bool with_threads = true, bool default_model = false);
+  // `model`, or the bundled stories260K (models/stories260K/, said so on stderr) when empty.
+  std::string ModelOrDefault() const;
   LoadOptions ToLoadOptions() const {
     LoadOptions o;
     o.tokenizer_path = tokenizer;

@@ -15,10 +15,13 @@ int Fail(const Status& status) {
   return status.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-void ModelFlags::Add(CLI::App* cmd, bool with_threads) {
-  cmd->add_option("-m,--model", model, "model: GGUF file, Hugging Face folder or llama2.c .bin")->required();
-  cmd->add_option("--tokenizer", tokenizer,
-                  "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
+void ModelFlags::Add(CLI::App* cmd, bool with_threads, bool default_model) {
+  CLI::Option* m = cmd->add_option("-m,--model", model,
+                                   default_model ? "model: GGUF file, Hugging Face folder or llama2.c .bin "
+                                                   "(default: the bundled stories260K)"
+                                                 : "model: GGUF file, Hugging Face folder or llama2.c .bin");
+  if (!default_model) m->required();
+  cmd->add_option("--tokenizer", tokenizer, "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
   if (with_threads) {
     cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")
         ->check(CLI::NonNegativeNumber);
@@ -27,6 +30,13 @@ void ModelFlags::Add(CLI::App* cmd, bool with_threads) {
     sparsity.Add(cmd);
     kv_cache.Add(cmd);
   }
+}
+
+std::string ModelFlags::ModelOrDefault() const {
+  if (!model.empty()) return model;
+  std::fprintf(stderr, "ferry: no -m given: using the bundled model %s (stories260K, MIT licence)\n",
+               FERRY_BUNDLED_MODEL);
+  return FERRY_BUNDLED_MODEL;
 }
 
 }  // namespace ferry::cli

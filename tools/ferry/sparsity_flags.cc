@@ -138,8 +138,7 @@ Status SparsityFlags::CheckSupportedByEngine() const {
   return KvBudgetFromOptions(options).status();
 }
 
-std::string SparsityReport(const Model& model) {
-  const SparsityStats& s = model.sparsity_stats();
+std::string SparsityReport(const Model& model, const SparsityStats& s) {
   std::string out;
   if (model.config().IsMoe()) {
     out += fmt::format("MoE: {} expert assignments, {} dropped ({:.2f}%), load per expert [",
@@ -165,8 +164,7 @@ std::string SparsityReport(const Model& model) {
   return out;
 }
 
-nlohmann::json SparsityJson(const Model& model) {
-  const SparsityStats& s = model.sparsity_stats();
+nlohmann::json SparsityJson(const Model& model, const SparsityStats& s) {
   const SparsityOptions& o = model.sparsity();
   nlohmann::json j = nlohmann::json::object();
   if (model.config().IsMoe()) {

@@ -1,6 +1,6 @@
 // `ferry serve` driven by the official OpenAI Node SDK: a streamed chat completion, a
-// completion with n=2 and stop strings, model listing, and an invalid request that must raise
-// the SDK's BadRequestError. Usage: node sdk_test.mjs FERRY_BINARY
+// completion with n=2 and stop strings, model listing, an invalid request that must raise
+// the SDK's BadRequestError, and chat.completions.parse with a JSON schema. Usage: node sdk_test.mjs FERRY_BINARY
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -88,6 +88,25 @@ await check('an invalid request raises BadRequestError', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], temperature: -1 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /temperature/.test(e.message));
+});
+
+// Structured output: parse() reads message.parsed from a response_format JSON schema, and a
+// schema the server cannot compile is a BadRequestError saying why.
+await check('chat.completions.parse with a JSON schema', async () => {
+  const schema = { type: 'object', additionalProperties: false, required: ['color', 'n'],
+                   properties: { color: { type: 'string', enum: ['red', 'blue'] }, n: { type: 'integer', minimum: 1, maximum: 9 } } };
+  const c = await client.chat.completions.parse({
+    model: 'tiny', messages: [{ role: 'user', content: 'pick one' }], max_tokens: 300, seed: 5,
+    response_format: { type: 'json_schema', json_schema: { name: 'pick', schema, strict: true } } });
+  assert.equal(c.choices[0].finish_reason, 'stop');
+  const p = c.choices[0].message.parsed;
+  assert.deepEqual(Object.keys(p), ['color', 'n']);
+  assert.ok(['red', 'blue'].includes(p.color), JSON.stringify(p));
+  assert.ok(Number.isInteger(p.n) && p.n >= 1 && p.n <= 9, JSON.stringify(p));
+  await assert.rejects(
+    client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', minProperties: 1 } } } }),
+    (e) => e instanceof OpenAI.BadRequestError && /minProperties/.test(e.message));
 });
 
 await check('a wrong API key raises AuthenticationError', async () => {

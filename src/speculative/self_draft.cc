@@ -1,4 +1,4 @@
-#include "spec/self_draft.h"
+#include "speculative/self_draft.h"
 
 #include <vector>
 

@@ -19,8 +19,8 @@
 #include "engine/loaded_model.h"
 #include "model/kv_cache.h"
 #include "model/synthetic_model.h"
-#include "spec/draft_model_proposer.h"
-#include "spec/self_draft.h"
+#include "speculative/draft_model_proposer.h"
+#include "speculative/self_draft.h"
 #include "test_util.h"
 
 namespace ferry {

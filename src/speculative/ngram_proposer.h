@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace ferry::spec {
 

@@ -1,4 +1,4 @@
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 #include <algorithm>
 

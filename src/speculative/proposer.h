@@ -8,7 +8,7 @@
 
 #include "base/status.h"
 #include "sampling/sampler.h"
-#include "spec/spec_state.h"
+#include "speculative/spec_state.h"
 
 namespace ferry::spec {
 

@@ -17,7 +17,7 @@
 #include "model/forward_batch.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 
 namespace ferry::spec {
 
@@ -32,7 +32,7 @@ struct DraftKvConfig {
 class DraftModelProposer final : public Proposer {
  public:
   // `draft` must outlive the proposer and share the target's vocabulary (n_vocab).
-  static StatusOr<std::unique_ptr<DraftModelProposer>> Create(Model& draft, int32_t target_vocab,
+  static StatusOr<std::unique_ptr<DraftModelProposer>> Create(const Model& draft, int32_t target_vocab,
                                                               const DraftKvConfig& kv, ThreadPool* pool);
   const char* name() const override { return "draft-model"; }
   Status Propose(std::span<const ProposeRequest> requests) override;
@@ -45,14 +45,15 @@ class DraftModelProposer final : public Proposer {
     kv::KvSequence kv;
     std::vector<int32_t> computed;
   };
-  DraftModelProposer(Model& draft, PagedKvCache cache, const kv::KvCacheConfig& kv, ThreadPool* pool);
+  DraftModelProposer(const Model& draft, PagedKvCache cache, const kv::KvCacheConfig& kv, ThreadPool* pool);
   SeqState& StateOf(SpecState& s);
 
-  Model& model_;
+  const Model& model_;
   PagedKvCache cache_;
   std::unique_ptr<kv::KvCacheManager> kv_;  // outlives no lease: SeqStates die with their requests first
   ThreadPool* pool_;
   ForwardBatch batch_;
+  ForwardScratch scratch_;     // the draft's forward buffers, reused every step
   std::vector<float> logits_;  // [batch_.NumLogits(), n_vocab]
 };
 

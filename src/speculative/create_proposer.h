@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "base/status.h"
-#include "spec/draft_model_proposer.h"
-#include "spec/proposer.h"
-#include "spec/spec_config.h"
+#include "speculative/draft_model_proposer.h"
+#include "speculative/proposer.h"
+#include "speculative/spec_config.h"
 
 namespace ferry::spec {
 

@@ -3,7 +3,7 @@
 // stub "models" (fixed history-dependent distributions) so thousands of samples take
 // milliseconds. Significance 0.001 (critical value from chi_square.h); seeds are fixed, so
 // each test is deterministic, and a deliberately wrong rule shows the test can fail.
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "chi_square.h"
-#include "spec/ngram_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 namespace ferry::spec {
 namespace {

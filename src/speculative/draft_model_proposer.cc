@@ -1,4 +1,4 @@
-#include "spec/draft_model_proposer.h"
+#include "speculative/draft_model_proposer.h"
 
 #include <algorithm>
 
@@ -6,7 +6,8 @@
 
 namespace ferry::spec {
 
-StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(Model& draft, int32_t target_vocab,
+StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const Model& draft,
+                                                                         int32_t target_vocab,
                                                                          const DraftKvConfig& kv,
                                                                          ThreadPool* pool) {
   const ModelConfig& c = draft.config();
@@ -26,7 +27,7 @@ StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(Model& 
       pool));
 }
 
-DraftModelProposer::DraftModelProposer(Model& draft, PagedKvCache cache, const kv::KvCacheConfig& kv,
+DraftModelProposer::DraftModelProposer(const Model& draft, PagedKvCache cache, const kv::KvCacheConfig& kv,
                                        ThreadPool* pool)
     : model_(draft), cache_(std::move(cache)), kv_(std::make_unique<kv::KvCacheManager>(kv)), pool_(pool) {}
 
@@ -95,7 +96,9 @@ Status DraftModelProposer::Propose(std::span<const ProposeRequest> requests) {
     }
     if (batch_.size() == 0) break;
     logits_.resize(static_cast<size_t>(batch_.NumLogits()) * static_cast<size_t>(n_vocab));
-    FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_));
+    ForwardOptions fo;
+    fo.scratch = &scratch_;
+    FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_, fo));
     size_t row = 0;
     for (Active& x : active) {
       if (j >= x.k) continue;

@@ -1,6 +1,6 @@
-#include "spec/create_proposer.h"
+#include "speculative/create_proposer.h"
 
-#include "spec/ngram_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 namespace ferry::spec {
 

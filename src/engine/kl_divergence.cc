@@ -1,0 +1,186 @@
+#include "engine/kl_divergence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace ferry {
+namespace {
+
+constexpr char kMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
+
+int32_t RowWords(int32_t n_vocab) {
+  return 2 * ((n_vocab + 1) / 2) + 4;
+}
+
+// Scored rows per window: positions n_ctx/2 .. n_ctx-2.
+int64_t RowsPerWindow(uint32_t n_ctx) {
+  return static_cast<int64_t>(n_ctx) - 1 - n_ctx / 2;
+}
+
+struct LogSumExp {
+  float max;
+  int32_t argmax;
+  double log_sum_exp;  // log sum exp(l - max)
+};
+LogSumExp Normalizer(const float* l, int32_t n) {
+  LogSumExp r{l[0], 0, 0};
+  for (int32_t i = 1; i < n; ++i)
+    if (l[i] > r.max) {
+      r.max = l[i];
+      r.argmax = i;
+    }
+  double sum = 0;
+  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(l[i]) - r.max);
+  r.log_sum_exp = std::log(sum);
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<KlBaseWriter>> KlBaseWriter::Create(const std::string& path, const KlBaseHeader& h) {
+  if (h.n_vocab <= 0 || h.n_chunk <= 0 || h.n_ctx < 4 ||
+      h.tokens.size() != static_cast<size_t>(h.n_chunk) * h.n_ctx)
+    return InvalidArgumentError("'{}': inconsistent KL-divergence base header", path);
+  auto w = std::unique_ptr<KlBaseWriter>(new KlBaseWriter());
+  w->path_ = path;
+  w->n_vocab_ = h.n_vocab;
+  w->row_.assign(static_cast<size_t>(RowWords(h.n_vocab)), 0);
+  w->out_.open(path, std::ios::binary | std::ios::trunc);
+  if (!w->out_) return IoError("cannot create KL-divergence base file '{}'", path);
+  w->out_.write(kMagic, sizeof(kMagic));
+  w->out_.write(reinterpret_cast<const char*>(&h.n_ctx), sizeof(h.n_ctx));
+  w->out_.write(reinterpret_cast<const char*>(&h.n_vocab), sizeof(h.n_vocab));
+  w->out_.write(reinterpret_cast<const char*>(&h.n_chunk), sizeof(h.n_chunk));
+  w->out_.write(reinterpret_cast<const char*>(h.tokens.data()),
+                static_cast<std::streamsize>(h.tokens.size() * 4));
+  if (!w->out_) return IoError("cannot write '{}'", path);
+  return w;
+}
+
+Status KlBaseWriter::AddRows(const float* logits, int32_t n_rows) {
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const float* l = logits + static_cast<size_t>(r) * n_vocab_;
+    const LogSumExp z = Normalizer(l, n_vocab_);
+    const float min_logit = std::max(*std::min_element(l, l + n_vocab_), z.max - 16.0f);
+    const float log_sum_exp = static_cast<float>(z.log_sum_exp);
+    const float min_log_prob = min_logit - z.max - log_sum_exp;
+    const float scale = (z.max - min_logit) / 65535.0f;
+    std::memcpy(row_.data(), &scale, 4);
+    std::memcpy(row_.data() + 2, &min_log_prob, 4);
+    uint16_t* q = row_.data() + 4;
+    for (int32_t i = 0; i < n_vocab_; ++i)
+      q[i] =
+          scale > 0 && l[i] > min_logit ? static_cast<uint16_t>(std::lround((l[i] - min_logit) / scale)) : 0;
+    out_.write(reinterpret_cast<const char*>(row_.data()), static_cast<std::streamsize>(row_.size() * 2));
+  }
+  if (!out_) return IoError("cannot write '{}'", path_);
+  return Status::Ok();
+}
+
+Status KlBaseWriter::Close() {
+  out_.close();
+  if (!out_) return IoError("cannot write '{}'", path_);
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<KlBaseReader>> KlBaseReader::Open(const std::string& path) {
+  auto r = std::unique_ptr<KlBaseReader>(new KlBaseReader());
+  r->path_ = path;
+  r->in_.open(path, std::ios::binary);
+  if (!r->in_) return IoError("cannot open KL-divergence base file '{}'", path);
+  char magic[8] = {};
+  r->in_.read(magic, sizeof(magic));
+  if (!r->in_ || std::memcmp(magic, kMagic, sizeof(magic)) != 0)
+    return InvalidArgumentError(
+        "'{}' is not a KL-divergence base file (no \"_logits_\" magic); write one with "
+        "`ferry ppl --kl-divergence-base FILE` or `llama-perplexity --kl-divergence-base FILE`",
+        path);
+  KlBaseHeader& h = r->header_;
+  r->in_.read(reinterpret_cast<char*>(&h.n_ctx), sizeof(h.n_ctx));
+  r->in_.read(reinterpret_cast<char*>(&h.n_vocab), sizeof(h.n_vocab));
+  r->in_.read(reinterpret_cast<char*>(&h.n_chunk), sizeof(h.n_chunk));
+  if (!r->in_) return InvalidArgumentError("'{}': truncated header (n_ctx, n_vocab, n_chunk)", path);
+  if (h.n_ctx < 4 || h.n_ctx > (1u << 24) || h.n_vocab <= 0 || h.n_vocab > (1 << 24) || h.n_chunk <= 0)
+    return InvalidArgumentError("'{}': header has n_ctx {}, n_vocab {}, n_chunk {}; not a valid base file",
+                                path, h.n_ctx, h.n_vocab, h.n_chunk);
+  // Check the size before allocating: header + tokens + rows must be exactly the file.
+  r->in_.seekg(0, std::ios::end);
+  const auto file_size = static_cast<uint64_t>(r->in_.tellg());
+  const uint64_t n_tok = static_cast<uint64_t>(h.n_chunk) * h.n_ctx;
+  const uint64_t rows = static_cast<uint64_t>(h.n_chunk) * static_cast<uint64_t>(RowsPerWindow(h.n_ctx));
+  const uint64_t want = 20 + n_tok * 4 + rows * static_cast<uint64_t>(RowWords(h.n_vocab)) * 2;
+  if (file_size != want)
+    return InvalidArgumentError(
+        "'{}' has {} bytes, but its header (n_ctx {}, n_vocab {}, n_chunk {}) needs {}", path, file_size,
+        h.n_ctx, h.n_vocab, h.n_chunk, want);
+  r->in_.seekg(20);
+  h.tokens.resize(n_tok);
+  r->in_.read(reinterpret_cast<char*>(h.tokens.data()), static_cast<std::streamsize>(n_tok * 4));
+  if (!r->in_) return IoError("cannot read the tokens of '{}'", path);
+  for (int32_t t : h.tokens)
+    if (t < 0 || t >= h.n_vocab)
+      return InvalidArgumentError("'{}': token id {} is outside the vocabulary [0, {})", path, t, h.n_vocab);
+  r->row_.assign(static_cast<size_t>(RowWords(h.n_vocab)), 0);
+  r->rows_left_ = static_cast<int64_t>(rows);
+  return r;
+}
+
+Status KlBaseReader::CompareRows(const float* logits, const int32_t* targets, int32_t n_rows) {
+  const int32_t n_vocab = header_.n_vocab;
+  if (n_rows > rows_left_)
+    return InvalidArgumentError("'{}' holds fewer scored positions than this run ({} more)", path_,
+                                n_rows - rows_left_);
+  for (int32_t r = 0; r < n_rows; ++r) {
+    in_.read(reinterpret_cast<char*>(row_.data()), static_cast<std::streamsize>(row_.size() * 2));
+    if (!in_) return IoError("cannot read the log-probabilities of '{}'", path_);
+    --rows_left_;
+    float scale, min_log_prob;
+    std::memcpy(&scale, row_.data(), 4);
+    std::memcpy(&min_log_prob, row_.data() + 2, 4);
+    const uint16_t* q = row_.data() + 4;
+    const float* l = logits + static_cast<size_t>(r) * n_vocab;
+    const LogSumExp z = Normalizer(l, n_vocab);
+    const double log_z = z.max + z.log_sum_exp;  // log q_i = l_i - log_z
+    double kld = 0, base_max = 0;
+    int32_t base_top = 0;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      const double log_p = static_cast<double>(scale) * q[i] + min_log_prob;
+      if (i == 0 || log_p > base_max) {
+        base_max = log_p;
+        base_top = i;
+      }
+      if (log_p > -16.0) kld += std::exp(log_p) * (log_p - (l[i] - log_z));  // as llama.cpp: 16 nats
+    }
+    const int32_t t = targets[r];
+    if (t < 0 || t >= n_vocab) return InvalidArgumentError("target token {} outside the vocabulary", t);
+    sum_kld_ += kld;
+    sum_kld2_ += kld * kld;
+    sum_nll_ += log_z - l[t];
+    sum_nll_base_ -= static_cast<double>(scale) * q[t] + min_log_prob;
+    same_top_ += z.argmax == base_top;
+    ++count_;
+  }
+  return Status::Ok();
+}
+
+StatusOr<KlDivergenceResult> KlBaseReader::Finish() {
+  if (rows_left_ != 0)
+    return InvalidArgumentError(
+        "'{}' holds {} scored positions this run did not evaluate; run over the same "
+        "windows (--chunks -1)",
+        path_, rows_left_);
+  if (count_ == 0) return InvalidArgumentError("'{}': no positions compared", path_);
+  KlDivergenceResult r;
+  const double n = static_cast<double>(count_);
+  r.count = count_;
+  r.mean_kld = sum_kld_ / n;
+  const double var = sum_kld2_ / n - r.mean_kld * r.mean_kld;
+  r.kld_stderr = count_ > 1 && var > 0 ? std::sqrt(var / (n - 1)) : 0.0;
+  r.top1_agreement = static_cast<double>(same_top_) / n;
+  r.ppl = std::exp(sum_nll_ / n);
+  r.ppl_base = std::exp(sum_nll_base_ / n);
+  return r;
+}
+
+}  // namespace ferry
