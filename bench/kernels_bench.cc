@@ -110,8 +110,8 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
     }
 }
 void HotArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K})
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
     for (Isa isa : {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni})
       b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 1, 1, 128, 0});
 }

@@ -79,6 +79,8 @@ KernelTable MakeAvx2() {
   t.dot_tile[static_cast<int>(DType::kQ4_K)] = avx2::DotTileQ4_K;
   t.dot_tile[static_cast<int>(DType::kQ5_K)] = avx2::DotTileQ5_K;
   t.dot_tile[static_cast<int>(DType::kQ6_K)] = avx2::DotTileQ6_K;
+  t.dot_rows[static_cast<int>(DType::kQ4_0)] = avx2::DotRowsQ4_0;
+  t.dot_rows[static_cast<int>(DType::kQ8_0)] = avx2::DotRowsQ8_0;
   // q2_K / q3_K keep the scalar dot (rare in practice).
   auto set_q = [&](DType d, QuantizeFn f) { t.quantize_act[static_cast<int>(d)] = f; };
   set_q(DType::kF16, avx2::QuantizeActF16);

@@ -17,6 +17,11 @@ using DotFn = float (*)(const void* w, const void* x, int64_t n);
 // it tiles the tokens.
 using DotTileFn = void (*)(const void* w, const void* const* x, int nt, int64_t n, float* out);
 inline constexpr int kMaxDotTile = 8;  // tables with fewer registers run a tile in slices
+// nr (1..kMaxDotRows) weight rows at w + r * row_bytes x one activation row -> out[nr]. Row r's
+// result is bit-identical to the same table's dot(w + r * row_bytes, x, n); for dots whose
+// float chain is serial (q4_0 / q8_0 in the packed order), several rows let the chains overlap.
+using DotRowsFn = void (*)(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out);
+inline constexpr int kMaxDotRows = 8;
 // f32 activation row [n] -> partner-type row.
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 
@@ -31,6 +36,7 @@ struct KernelTable {
   Isa isa;
   DotFn dot[kMaxDType];                // indexed by weight DType; null when unsupported
   DotTileFn dot_tile[kMaxDType];       // optional (null: MatMul calls dot per token)
+  DotRowsFn dot_rows[kMaxDType];       // optional, used where dot_tile is null
   QuantizeFn quantize_act[kMaxDType];  // indexed by partner DType (f16, bf16, q8_0, q8_1, q8_K)
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);

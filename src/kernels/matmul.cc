@@ -98,6 +98,7 @@ void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const floa
   const internal::KernelTable& tab = internal::Table();
   const internal::DotFn dot = tab.dot[static_cast<int>(w_type)];
   const internal::DotTileFn dot_tile = tab.dot_tile[static_cast<int>(w_type)];
+  const internal::DotRowsFn dot_rows = tab.dot_rows[static_cast<int>(w_type)];
   FERRY_CHECK(dot != nullptr);
   const DType act = MatMulActivationType(w_type);
   const size_t w_row = RowBytes(w_type, n_in);
@@ -143,6 +144,14 @@ void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const floa
               dot_tile(wr, xs, nt, n_in, out);
               for (int i = 0; i < nt; ++i) y[(t + i) * n_out + o] = out[i];
             }
+          } else if (dot_rows) {  // a few rows per call: their serial float chains overlap
+            const int nr = static_cast<int>(std::min<int64_t>(internal::kMaxDotRows, b1 - o));
+            float out[internal::kMaxDotRows];
+            for (int64_t t = t0; t < t1; ++t) {
+              dot_rows(wr, w_row, xq + static_cast<size_t>(t) * x_row, nr, n_in, out);
+              for (int r = 0; r < nr; ++r) y[t * n_out + o + r] = out[r];
+            }
+            o += nr - 1;
           } else {
             for (int64_t t = t0; t < t1; ++t)
               y[t * n_out + o] = dot(wr, xq + static_cast<size_t>(t) * x_row, n_in);

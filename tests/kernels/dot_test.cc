@@ -159,6 +159,41 @@ TEST(Dot, VnniTablesGiveTheirBaseTablesBits) {
   if (tested == 0) GTEST_SKIP() << "this CPU has no VNNI table beside its base";
 }
 
+// A multi-row dot gives each row the bits of the table's single dot, for every row count.
+TEST(Dot, RowsEqualSingleDotsBitExact) {
+  std::mt19937 rng(16);
+  int tested = 0;
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    for (DType t : MatMulTypes()) {
+      const internal::DotRowsFn rows = tab.dot_rows[static_cast<int>(t)];
+      if (!rows) continue;
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
+      ++tested;
+      for (int rep = 0; rep < 20; ++rep) {
+        const int64_t n = RandomLength(rng, t);
+        const size_t rb = RowBytes(t, n);
+        std::vector<uint8_t> w;
+        for (int r = 0; r < internal::kMaxDotRows; ++r) {
+          auto row = RandomRow(rng, t, n);
+          w.insert(w.end(), row.begin(), row.end());
+        }
+        auto x = RandomFloats(rng, n, rep % 2 ? 1.f : 100.f);
+        auto xq = ToPartner(t, x.data(), n);
+        for (int nr = 1; nr <= internal::kMaxDotRows; ++nr) {
+          float out[internal::kMaxDotRows];
+          rows(w.data(), rb, xq.data(), nr, n, out);
+          for (int r = 0; r < nr; ++r) {
+            const float single = tab.dot[static_cast<int>(t)](w.data() + r * rb, xq.data(), n);
+            ASSERT_EQ(std::memcmp(&out[r], &single, 4), 0) << "n=" << n << " nr=" << nr << " row " << r;
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no ISA on this CPU has multi-row dots";
+}
+
 TEST(Dot, F32HelpersMatchRef) {
   std::mt19937 rng(12);
   for (Isa isa : testing::TestIsas()) {

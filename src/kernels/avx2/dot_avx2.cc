@@ -189,6 +189,14 @@ float DotQ8_0(const void* w, const void* x, int64_t n) {
   return Chain::Q8_0(w, x, n);
 }
 
+void DotRowsQ4_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out) {
+  Chain::RowsQ4_0(w, row_bytes, x, nr, n, out);
+}
+
+void DotRowsQ8_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out) {
+  Chain::RowsQ8_0(w, row_bytes, x, nr, n, out);
+}
+
 namespace {
 // The MAC of the shared K-quant bodies: vpmaddwd, then vpaddd.
 struct MaddOps {

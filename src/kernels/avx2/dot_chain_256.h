@@ -3,7 +3,8 @@
 // into one float, so a --no-repack run computes the bits of a repacked one. The block sums are
 // 256-bit and templated over Ops (DotI8: int8 x int8, DotU8: uint8 x int8, 8 int32 lanes each):
 // maddubs + madd on avx2, vpdpbusd on AVX-VNNI and AVX512-VNNI (VL). Eight blocks at a time are
-// reduced to one register of eight sums; the float chain itself is serial by definition.
+// reduced to one register of eight sums; the float chain itself is serial by definition, so
+// a call may take up to eight weight rows (against one activation row): one chain per lane.
 // Only the ISA folders include this file; everything in it has internal linkage.
 #pragma once
 
@@ -26,52 +27,109 @@ inline __m256i ReduceEight(const __m256i v[8]) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
-// sum over blocks in order of fma(d_w[i] * yd[i], float(isum_i), acc) with isum_i = the lanes
-// of block_sum(i) minus 8 * sums[i] (sums: q4_0's offset; null for none).
-template <typename WB, typename BlockSum>
-float ChainBlocks32(const WB* a, const float* yd, const int32_t* sums, int64_t nb, BlockSum block_sum) {
-  float acc = 0.f;
-  alignas(32) float sc[8], fi[8];
+// For each of R weight rows a[r]: the sum over blocks, in order, of fma(d_w[r][i] * yd[i],
+// float(isum), acc) with isum = the lanes of block_sum(a[r], i) minus 8 * sums[i] (sums:
+// q4_0's offset; null for none). The R chains are independent (row r gets the bits of R = 1);
+// several rows per call let their serial fma chains overlap.
+template <int R, typename WB, typename BlockSum>
+void ChainRows(const WB* const* a, const float* yd, const int32_t* sums, int64_t nb, BlockSum block_sum,
+               float* out) {
+  float acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  alignas(32) float sc[R][8], fi[R][8];
   int64_t i = 0;
   for (; i + 8 <= nb; i += 8) {
-    __m256i v[8];
-    for (int k = 0; k < 8; ++k) v[k] = block_sum(i + k);
-    __m256i isum = ReduceEight(v);
-    if (sums)
-      isum = _mm256_sub_epi32(
-          isum, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + i)), 3));
-    const __m128i h = _mm_setr_epi16(static_cast<int16_t>(a[i].d), static_cast<int16_t>(a[i + 1].d),
-                                     static_cast<int16_t>(a[i + 2].d), static_cast<int16_t>(a[i + 3].d),
-                                     static_cast<int16_t>(a[i + 4].d), static_cast<int16_t>(a[i + 5].d),
-                                     static_cast<int16_t>(a[i + 6].d), static_cast<int16_t>(a[i + 7].d));
-    _mm256_store_ps(sc, _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(yd + i)));
-    _mm256_store_ps(fi, _mm256_cvtepi32_ps(isum));
-    for (int k = 0; k < 8; ++k) acc = std::fma(sc[k], fi[k], acc);
+    for (int r = 0; r < R; ++r) {
+      __m256i v[8];
+      for (int k = 0; k < 8; ++k) v[k] = block_sum(a[r], i + k);
+      __m256i isum = ReduceEight(v);
+      if (sums)
+        isum = _mm256_sub_epi32(
+            isum, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + i)), 3));
+      const WB* w = a[r] + i;
+      const __m128i h = _mm_setr_epi16(static_cast<int16_t>(w[0].d), static_cast<int16_t>(w[1].d),
+                                       static_cast<int16_t>(w[2].d), static_cast<int16_t>(w[3].d),
+                                       static_cast<int16_t>(w[4].d), static_cast<int16_t>(w[5].d),
+                                       static_cast<int16_t>(w[6].d), static_cast<int16_t>(w[7].d));
+      _mm256_store_ps(sc[r], _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(yd + i)));
+      _mm256_store_ps(fi[r], _mm256_cvtepi32_ps(isum));
+    }
+    for (int k = 0; k < 8; ++k)
+      for (int r = 0; r < R; ++r) acc[r] = std::fma(sc[r][k], fi[r][k], acc[r]);
   }
-  for (; i < nb; ++i) {
-    const int32_t isum = HsumI32x8(block_sum(i)) - (sums ? 8 * sums[i] : 0);
-    acc = std::fma(_cvtsh_ss(a[i].d) * yd[i], static_cast<float>(isum), acc);
-  }
-  return acc;
+  for (; i < nb; ++i)
+    for (int r = 0; r < R; ++r) {
+      const int32_t isum = HsumI32x8(block_sum(a[r], i)) - (sums ? 8 * sums[i] : 0);
+      acc[r] = std::fma(_cvtsh_ss(a[r][i].d) * yd[i], static_cast<float>(isum), acc[r]);
+    }
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-// The table entries (dispatch.h DotFn) of one Ops.
+// Eight rows with one chain per float lane (the packed kernels' shape): for each block, the
+// eight rows' int sums are reduced into the lanes of one register, and one vector fma does
+// fma(d_w[r][i] * yd[i], float(isum), acc[r]) for all of them: lane r gets ChainRows<1>'s bits.
+template <typename WB, typename BlockSum>
+void ChainEightRows(const WB* const* a, const float* yd, const int32_t* sums, int64_t nb, BlockSum block_sum,
+                    float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i v[8];
+    for (int r = 0; r < 8; ++r) v[r] = block_sum(a[r], i);
+    __m256i isum = ReduceEight(v);
+    if (sums) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * sums[i]));
+    const __m128i h = _mm_setr_epi16(static_cast<int16_t>(a[0][i].d), static_cast<int16_t>(a[1][i].d),
+                                     static_cast<int16_t>(a[2][i].d), static_cast<int16_t>(a[3][i].d),
+                                     static_cast<int16_t>(a[4][i].d), static_cast<int16_t>(a[5][i].d),
+                                     static_cast<int16_t>(a[6][i].d), static_cast<int16_t>(a[7][i].d));
+    const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(yd[i]));
+    acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+// Rows r < nr (1..8) at w + r * row_bytes: eight at once in float lanes (a short group pads
+// with copies of row 0, whose results are dropped), one row alone through ChainRows<1>.
+template <typename WB, typename BlockSum>
+void ChainRowsN(const void* w, size_t row_bytes, const float* yd, const int32_t* sums, int nr, int64_t nb,
+                BlockSum block_sum, float* out) {
+  const WB* a[8];
+  for (int r = 0; r < 8; ++r)
+    a[r] = reinterpret_cast<const WB*>(static_cast<const char*>(w) +
+                                       static_cast<size_t>(r < nr ? r : 0) * row_bytes);
+  if (nr == 1) return ChainRows<1>(a, yd, sums, nb, block_sum, out);
+  float tmp[8];
+  ChainEightRows(a, yd, sums, nb, block_sum, tmp);
+  for (int r = 0; r < nr; ++r) out[r] = tmp[r];
+}
+
+// The table entries (dispatch.h DotFn, DotRowsFn) of one Ops.
 template <typename Ops>
 struct ChainDots256 {
   static __m256i Load(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static float Q4_0(const void* w, const void* x, int64_t n) {
+  static void RowsQ4_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out) {
     const int64_t nb = n / 32;
-    const auto* a = static_cast<const block_q4_0*>(w);
     const auto* b = static_cast<const block_q8_0*>(x);
-    return ChainBlocks32(a, internal::ActScales(x, nb, sizeof(block_q8_0)), internal::ActSumsQ8_0(x, nb), nb,
-                         [=](int64_t i) { return Ops::DotU8(NibblesToBytes(a[i].qs), Load(b[i].qs)); });
+    ChainRowsN<block_q4_0>(
+        w, row_bytes, internal::ActScales(x, nb, sizeof(block_q8_0)), internal::ActSumsQ8_0(x, nb), nr, nb,
+        [=](const block_q4_0* a, int64_t i) { return Ops::DotU8(NibblesToBytes(a[i].qs), Load(b[i].qs)); },
+        out);
+  }
+  static void RowsQ8_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out) {
+    const int64_t nb = n / 32;
+    const auto* b = static_cast<const block_q8_0*>(x);
+    ChainRowsN<block_q8_0>(
+        w, row_bytes, internal::ActScales(x, nb, sizeof(block_q8_0)), nullptr, nr, nb,
+        [=](const block_q8_0* a, int64_t i) { return Ops::DotI8(Load(a[i].qs), Load(b[i].qs)); }, out);
+  }
+  static float Q4_0(const void* w, const void* x, int64_t n) {
+    float out;
+    RowsQ4_0(w, 0, x, 1, n, &out);
+    return out;
   }
   static float Q8_0(const void* w, const void* x, int64_t n) {
-    const int64_t nb = n / 32;
-    const auto* a = static_cast<const block_q8_0*>(w);
-    const auto* b = static_cast<const block_q8_0*>(x);
-    return ChainBlocks32(a, internal::ActScales(x, nb, sizeof(block_q8_0)), nullptr, nb,
-                         [=](int64_t i) { return Ops::DotI8(Load(a[i].qs), Load(b[i].qs)); });
+    float out;
+    RowsQ8_0(w, 0, x, 1, n, &out);
+    return out;
   }
 };
 

@@ -16,6 +16,10 @@ void Fill(internal::KernelTable& t);
 // In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
 // table computes natively.
 void FillKQuantDots(internal::KernelTable& t);
+// Float-like dots, same contracts as ref::Dot*.
+float DotF32(const void* w, const void* x, int64_t n);
+float DotF16(const void* w, const void* x, int64_t n);
+float DotBf16(const void* w, const void* x, int64_t n);
 // attention: the score and P.V micro-kernels of every KV type (attention_avx512.cc); the
 // softmax step stays AVX2's. Defined in an ISA-flagged file, called only by Fill.
 void FillAttention(internal::KernelTable& t);

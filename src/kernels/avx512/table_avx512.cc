@@ -12,6 +12,9 @@ void Fill(internal::KernelTable& t) {
   t.read_sum = ReadSum;
   // in-place dots
   FillKQuantDots(t);
+  t.dot[static_cast<int>(DType::kF32)] = DotF32;
+  t.dot[static_cast<int>(DType::kF16)] = DotF16;
+  t.dot[static_cast<int>(DType::kBF16)] = DotBf16;
   // attention
   FillAttention(t);
 }

@@ -28,6 +28,8 @@ void FillKQuantDots(internal::KernelTable& t) {
   set(DType::kQ6_K, KDots::Q6_K, KDots::TileQ6_K);
   set(DType::kQ4_0, Chain::Q4_0, nullptr);
   set(DType::kQ8_0, Chain::Q8_0, nullptr);
+  t.dot_rows[static_cast<int>(DType::kQ4_0)] = Chain::RowsQ4_0;
+  t.dot_rows[static_cast<int>(DType::kQ8_0)] = Chain::RowsQ8_0;
 }
 
 }  // namespace ferry::kernels::avx512vnni
