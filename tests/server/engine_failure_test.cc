@@ -20,19 +20,20 @@ using json = nlohmann::json;
 // Runs the inner model's first `ok_passes` forward passes, then fails every one.
 class FailingModel final : public Model {
  public:
-  FailingModel(Model& inner, int ok_passes) : inner_(inner), ok_passes_(ok_passes) {
+  FailingModel(const Model& inner, int ok_passes) : inner_(inner), ok_passes_(ok_passes) {
     config_ = inner.config();
   }
-  Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) override {
+  Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool,
+                 const ForwardOptions& options) const override {
     if (passes_++ >= ok_passes_) return InternalError("injected failure at forward pass {}", passes_);
-    return inner_.Forward(batch, kv, logits, pool);
+    return inner_.Forward(batch, kv, logits, pool, options);
   }
   size_t WeightBytes() const override { return inner_.WeightBytes(); }
 
  private:
-  Model& inner_;
+  const Model& inner_;
   int ok_passes_;
-  int passes_ = 0;  // the engine loop thread's only
+  mutable int passes_ = 0;  // a test double's counter, touched by the engine loop thread only
 };
 
 class EngineFailureTest : public ::testing::Test {
