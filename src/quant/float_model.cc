@@ -139,7 +139,9 @@ std::vector<float> FloatModel::Forward(const std::vector<int32_t>& tokens, const
   const std::unique_ptr<formats::WeightSource> src = AsWeightSource();
   StatusOr<std::unique_ptr<Model>> model = Build(*src);
   FERRY_CHECK(model.ok());  // the weights were read from a model that loaded
-  StatusOr<ContiguousKvCache> kv = ContiguousKvCache::Create(c.n_layers, 1, n, c.n_kv_heads, c.head_dim);
+  StatusOr<ContiguousKvCache> kv =
+      ContiguousKvCache::Create(c.n_layers, 1, n, c.n_kv_heads, c.head_dim,
+                                KvCacheTypes::F32());  // full precision: calibration and previews
   FERRY_CHECK(kv.ok());
   ForwardBatch b;
   for (int32_t i = 0; i < n; ++i) b.Add(tokens[static_cast<size_t>(i)], i, 0, true);

@@ -209,9 +209,11 @@ TEST(ModelConfig, ValidatesShapes) {
   EXPECT_NE(c.status().message().find("head_count_kv"), std::string::npos);
   md.SetInt("llama.attention.head_count_kv", 2);
   EXPECT_TRUE(ModelConfig::FromMetadata(md).ok());
-  md.SetString("general.architecture", "gpt-j");
-  EXPECT_EQ(ModelConfig::FromMetadata(md).status().code(),
-            StatusCode::kInvalidArgument);  // keys under gptj.*
+  md.SetString("general.architecture", "gpt-j");  // unknown: named, with the supported ones
+  const Status unknown = ModelConfig::FromMetadata(md).status();
+  EXPECT_EQ(unknown.code(), StatusCode::kUnsupported);
+  EXPECT_NE(unknown.message().find("'gpt-j'"), std::string::npos) << unknown.message();
+  EXPECT_NE(unknown.message().find("llama"), std::string::npos) << unknown.message();
 }
 
 }  // namespace
