@@ -5,6 +5,7 @@
 #include "kernels/avx2/dot_chain_256.h"
 #include "kernels/avx2/kquant_256.h"
 #include "kernels/avx2vnni/avx2vnni.h"
+#include "kernels/in_place_dots_fill.h"
 
 namespace ferry::kernels::avx2vnni {
 namespace {
@@ -20,17 +21,8 @@ using Chain = avx2::ChainDots256<VnniSums>;
 }  // namespace
 
 void FillKQuantDots(internal::KernelTable& t) {
-  auto set = [&](DType d, internal::DotFn f, internal::DotTileFn tile) {
-    t.dot[static_cast<int>(d)] = f;
-    t.dot_tile[static_cast<int>(d)] = tile;
-  };
-  set(DType::kQ4_K, KDots::Q4_K, KDots::TileQ4_K);
-  set(DType::kQ5_K, KDots::Q5_K, KDots::TileQ5_K);
-  set(DType::kQ6_K, KDots::Q6_K, KDots::TileQ6_K);
-  set(DType::kQ4_0, Chain::Q4_0, nullptr);
-  set(DType::kQ8_0, Chain::Q8_0, nullptr);
-  t.dot_rows[static_cast<int>(DType::kQ4_0)] = Chain::RowsQ4_0;
-  t.dot_rows[static_cast<int>(DType::kQ8_0)] = Chain::RowsQ8_0;
+  internal::SetKQuantDots<KDots>(t);
+  internal::SetChainDots<Chain>(t);
 }
 
 }  // namespace ferry::kernels::avx2vnni

@@ -1,6 +1,7 @@
 // AVX-512 (F+BW+VL+DQ) K-quant dots: kquant_512.h with vpmaddwd + vpaddd as the MAC.
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512/kquant_512.h"
+#include "kernels/in_place_dots_fill.h"
 
 namespace ferry::kernels::avx512 {
 namespace {
@@ -13,13 +14,7 @@ using KDots = KQuantDots512<MaddOps>;
 }  // namespace
 
 void FillKQuantDots(internal::KernelTable& t) {
-  auto set = [&](DType d, internal::DotFn f, internal::DotTileFn tile) {
-    t.dot[static_cast<int>(d)] = f;
-    t.dot_tile[static_cast<int>(d)] = tile;
-  };
-  set(DType::kQ4_K, KDots::Q4_K, KDots::TileQ4_K);
-  set(DType::kQ5_K, KDots::Q5_K, KDots::TileQ5_K);
-  set(DType::kQ6_K, KDots::Q6_K, KDots::TileQ6_K);
+  internal::SetKQuantDots<KDots>(t);
 }
 
 }  // namespace ferry::kernels::avx512
