@@ -28,6 +28,11 @@ size_t CompiledGrammar::num_contexts() const {
   return contexts_.size();
 }
 
+bool CompiledGrammar::overflowed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return machine_->overflowed();
+}
+
 std::unique_ptr<ContextTokens> CompiledGrammar::ComputeContext(const std::vector<int32_t>& key) const {
   StackMachine& m = *machine_;
   int32_t node = StackMachine::kEscape;

@@ -33,6 +33,9 @@ class CompiledGrammar {
   // on first use, thread-safe. The reference stays valid for the grammar's lifetime.
   const ContextTokens& Context(const std::vector<int32_t>& key) const;
   size_t num_contexts() const;
+  // A context's walk kept too many parses alive (StackMachine::kMaxStacks); its tokens are
+  // then incomplete and a matcher should stop.
+  bool overflowed() const;
 
  private:
   struct VecHash {

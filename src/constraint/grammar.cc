@@ -47,6 +47,14 @@ Expr Expr::Alt(std::vector<Expr> items) {
   return e;
 }
 Expr Expr::Repeat(Expr item, int32_t min, int32_t max) {
+  // A repeat of a repeat that means the same as one repeat ((x+)+, (x*)+, (x?)*, ...) is
+  // folded: stacked, each level doubles the ways to split the same bytes, and the matcher's
+  // parse stacks grow as 2^levels.
+  if (item.kind == Kind::kRepeat && max != 0) {
+    const Expr& in = item.items[0];
+    if (item.max < 0 && item.min <= 1) return Repeat(Expr(in), item.min * min, -1);
+    if (item.min == 0 && item.max == 1) return Repeat(Expr(in), 0, max);
+  }
   Expr e;
   e.kind = Kind::kRepeat;
   e.items.push_back(std::move(item));

@@ -34,6 +34,9 @@ class Matcher {
   void FillMask(std::span<uint64_t> mask);
   size_t mask_words() const { return (static_cast<size_t>(grammar_->vocab().size()) + 63) / 64; }
   const CompiledGrammar& grammar() const { return *grammar_; }
+  // The grammar proved too ambiguous to follow (StackMachine::kMaxStacks parses at once):
+  // masks are no longer exact, so the caller ends the output instead.
+  bool overflowed() const { return machine_.overflowed() || grammar_->overflowed(); }
 
  private:
   int32_t AdvanceBytes(int32_t state, std::string_view bytes);

@@ -37,6 +37,11 @@ int32_t StackMachine::Push(int32_t parent, int32_t pos) {
 
 void StackMachine::Expand(int32_t id, std::vector<int32_t>& out) {
   if (expanded_stamp_[static_cast<size_t>(id)] == stamp_) return;
+  if (out.size() >= kMaxStacks || visit_budget_ == 0) {
+    overflowed_ = true;
+    return;
+  }
+  --visit_budget_;
   expanded_stamp_[static_cast<size_t>(id)] = stamp_;
   if (id == kAccept || id == kEscape) {
     out.push_back(id);
@@ -80,9 +85,12 @@ int32_t StackMachine::Intern(std::vector<int32_t>& stacks) {
 }
 
 int32_t StackMachine::MakeState(std::span<const int32_t> stacks) {
+  if (overflowed_) return kDead;
   ++stamp_;
+  visit_budget_ = 8 * kMaxStacks;
   std::vector<int32_t> out;
   for (int32_t s : stacks) Expand(s, out);
+  if (overflowed_) return kDead;
   return Intern(out);
 }
 
@@ -90,7 +98,9 @@ int32_t StackMachine::Advance(int32_t state, uint8_t byte) {
   if (state < 0) return kDead;
   int32_t& memo = transitions_[static_cast<size_t>(state)][byte];
   if (memo != kUnknown) return memo;
+  if (overflowed_) return kDead;
   ++stamp_;
+  visit_budget_ = 8 * kMaxStacks;
   scratch_.clear();
   // Copy: Expand may grow states_ (no: only nodes_), but keep the loop independent of it.
   const std::vector<int32_t> stacks = states_[static_cast<size_t>(state)].stacks;
@@ -101,6 +111,7 @@ int32_t StackMachine::Advance(int32_t state, uint8_t byte) {
     if (!HasByte(program_->bytesets[static_cast<size_t>(p.byteset)], byte)) continue;
     Expand(p.next < 0 ? n.parent : Push(n.parent, p.next), scratch_);
   }
+  if (overflowed_) return kDead;
   int32_t next = Intern(scratch_);
   transitions_[static_cast<size_t>(state)][byte] = next;  // memo may dangle after Intern grew the vector
   return next;

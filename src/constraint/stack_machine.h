@@ -20,6 +20,10 @@ class StackMachine {
   static constexpr int32_t kAccept = 0;  // node: the empty stack (the grammar may end here)
   static constexpr int32_t kEscape = 1;  // node: the bottom of a partial stack was reached
   static constexpr int32_t kDead = -1;   // state: no stack alive
+  // An ambiguous grammar ((a|ab)* (b|ba)*, nested optional loops) can keep exponentially many
+  // parses alive; past this many stacks in one state the machine gives up instead of eating
+  // the memory and time: the step yields kDead and overflowed() turns true for good.
+  static constexpr size_t kMaxStacks = size_t{1} << 14;
 
   explicit StackMachine(const Program* program);
 
@@ -40,6 +44,7 @@ class StackMachine {
   bool Accepts(int32_t state) const { return state >= 0 && states_[static_cast<size_t>(state)].accepts; }
   bool Escaped(int32_t state) const { return state >= 0 && states_[static_cast<size_t>(state)].escaped; }
   const Program& program() const { return *program_; }
+  bool overflowed() const { return overflowed_; }
 
  private:
   struct State {
@@ -62,6 +67,8 @@ class StackMachine {
   std::vector<std::array<int32_t, 256>> transitions_;  // [states_] -2 = not computed yet
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
   std::vector<int32_t> scratch_;
+  size_t visit_budget_ = 0;  // nodes one MakeState/Advance may still expand
+  bool overflowed_ = false;
 };
 
 }  // namespace ferry::constraint

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "base/check.h"
+#include "base/log.h"
 
 namespace ferry {
 
@@ -85,6 +86,15 @@ void Sampler::ApplyConstraint(float* logits, std::span<const int32_t> history) {
       break;
     }
     consumed_.push_back(generated[i]);
+  }
+  if (!refused && matcher_->overflowed()) {
+    refused = true;
+    if (!overflow_reported_)
+      Log(LogLevel::kWarn,
+          "constraint: the grammar keeps more than {} parses alive at once (ambiguous repeats or "
+          "alternatives), so the output ends here; make each repeat and alternative unambiguous",
+          constraint::StackMachine::kMaxStacks);
+    overflow_reported_ = true;
   }
   if (refused) {
     std::fill(mask_.begin(), mask_.end(), 0);

@@ -69,6 +69,7 @@ class Sampler {
   // grammar refused (a rejected draft's successors), only the end tokens stay.
   void ApplyConstraint(float* logits, std::span<const int32_t> history);
   std::optional<constraint::Matcher> matcher_;
+  bool overflow_reported_ = false;
   int64_t prompt_len_ = -1;
   std::vector<int32_t> consumed_;  // generated tokens the matcher has accepted
   std::vector<uint64_t> mask_;     // [ceil(n_vocab / 64)] scratch

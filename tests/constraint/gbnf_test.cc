@@ -71,6 +71,43 @@ name ::= [A-Z] [a-z]{1,3} ("-" [A-Z][a-z]+)*
   EXPECT_FALSE(FullMatch(rep, "aabbccd"));
 }
 
+// Stacked repeats fold into one with the same language, so the matcher never explores
+// 2^levels splits of the same bytes (a fuzz find: "a"++++...+ ran out of memory).
+TEST(Gbnf, StackedRepeatsFoldToOne) {
+  Program plus = MustLower(ParseGbnf("root ::= \"a\"++++++++++++++++++++++++++++++++ \"b\"\n"));
+  EXPECT_TRUE(FullMatch(plus, "ab"));
+  EXPECT_TRUE(FullMatch(plus, std::string(300, 'a') + "b"));
+  EXPECT_FALSE(FullMatch(plus, "b"));
+  Program opt_star = MustLower(ParseGbnf("root ::= (\"a\"?)+ \"b\"\n"));
+  EXPECT_TRUE(FullMatch(opt_star, "b"));
+  EXPECT_TRUE(FullMatch(opt_star, "aaab"));
+  Program counted = MustLower(ParseGbnf("root ::= (\"a\"+){3,4} (\"c\"?){2}\n"));
+  EXPECT_FALSE(FullMatch(counted, "aa"));
+  EXPECT_TRUE(FullMatch(counted, "aaa"));
+  EXPECT_TRUE(FullMatch(counted, "aaaaaaacc"));
+  EXPECT_FALSE(FullMatch(counted, "aaaccc"));
+  Program bounded = MustLower(ParseGbnf("root ::= (\"a\"{2}){2}\n"));  // not folded: exactly 4
+  EXPECT_TRUE(FullMatch(bounded, "aaaa"));
+  EXPECT_FALSE(FullMatch(bounded, "aaa"));
+}
+
+// A grammar ambiguous past folding (each level may end or go on after any byte) keeps
+// 2^levels parses alive; the machine stops at kMaxStacks with kDead and overflowed().
+TEST(Gbnf, AmbiguityPastTheStackLimitOverflows) {
+  std::string e = "\"a\"";
+  for (int level = 0; level < 20; ++level) e = "(" + e + "+ \"b\"?)+";
+  Program p = MustLower(ParseGbnf("root ::= " + e + "\n"));
+  StackMachine m(&p);
+  int32_t s = m.Start();
+  int steps = 0;
+  for (; steps < 64 && s != StackMachine::kDead; ++steps) s = m.Advance(s, 'a');
+  EXPECT_TRUE(m.overflowed());
+  EXPECT_EQ(s, StackMachine::kDead);
+  EXPECT_LT(steps, 64);
+  // Small inputs of the same grammar still match before the limit is reached.
+  EXPECT_TRUE(FullMatch(p, "ab"));
+}
+
 TEST(Gbnf, ErrorsNameTheProblem) {
   auto expect_error = [](const std::string& text, const std::string& needle) {
     auto g = ParseGbnf(text);
