@@ -156,6 +156,16 @@ void BM_ThreadPoolOp(benchmark::State& state) {
 }
 BENCHMARK(BM_ThreadPoolOp)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// Streaming read bandwidth with the active table's probe loop (what `ferry bench` divides by
+// for its efficiency line). Arg: threads; 256 MiB, well past the last-level cache.
+void BM_ReadBandwidth(benchmark::State& state) {
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  double best = 0;
+  for (auto _ : state) best = std::max(best, MeasureReadBandwidth(size_t{256} << 20, 1, &pool));
+  state.counters["GB/s"] = best / 1e9;
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_RmsNorm(benchmark::State& state) {
   std::vector<float> x(state.range(0), 0.5f), w(state.range(0), 1.f), y(state.range(0));
   for (auto _ : state) {

@@ -47,7 +47,7 @@ struct SchedulerConfig {
 
 struct ScheduledRequest {
   Request* req;
-  int32_t num_tokens;  // computes tokens [req->num_computed, + num_tokens)
+  int32_t num_tokens;     // computes tokens [req->num_computed, + num_tokens)
   int32_t num_draft = 0;  // then req->spec.draft[0, num_draft) at the following positions
   bool evict = false;     // a budgeted request reaches an eviction point with this pass
   bool WantsLogits() const { return req->num_computed + num_tokens == req->num_tokens(); }
@@ -74,7 +74,7 @@ struct RunnerOutput {
 // One emitted token (or a finish) of one branch after a step.
 struct SeqEvent {
   Request* req;
-  int32_t token = -1;  // -1: no new token (e.g. finished on end-of-generation)
+  int32_t token = -1;      // -1: no new token (e.g. finished on end-of-generation)
   TokenLogprobs logprobs;  // of `token`, when its request asked for them
 };
 
@@ -106,6 +106,7 @@ class Scheduler {
   int32_t LiveBranches(RequestId id) const;
   // Running requests in admission order (the engine drafts for them before Schedule()).
   const std::vector<Request*>& running() const { return running_; }
+  const std::deque<Request*>& waiting() const { return waiting_; }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const EngineStats& stats() const { return stats_; }

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <string>
 
 #include "engine_core_fixture.h"
 
@@ -73,24 +75,68 @@ TEST_F(EngineCoreTest, ForkedBranchesEqualIndependentRunsWithBranchSeeds) {
   EXPECT_EQ(forked.stats.prefill_tokens_computed, 37);
 }
 
-TEST_F(EngineCoreTest, LatencyMetricsAreConsistent) {
+// The metrics against timestamps the test takes itself around each Add and Step on the
+// engine's clock: a token emitted by step k was emitted between the clock readings just before
+// and just after step k, so every latency lies in a window the test knows independently.
+TEST_F(EngineCoreTest, LatencyMetricsMatchTimestampsTakenByTheTest) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<RequestOptions> opts;
   Mixed(prompts, opts);
-  Run run = RunAll(Config(), prompts, opts);
-  ASSERT_EQ(run.metrics.size(), 16u);
-  for (const auto& [key, m] : run.metrics) {
-    EXPECT_EQ(m.output_tokens, opts[static_cast<size_t>(key.first)].max_tokens);
-    EXPECT_GE(m.ttft_s, m.queue_s);
-    EXPECT_DOUBLE_EQ(m.e2e_s, m.ttft_s + m.tpot_s * (m.output_tokens - 1));
-    EXPECT_EQ(m.itl_s.size(), static_cast<size_t>(m.output_tokens - 1));
-    double sum = 0;
-    for (double x : m.itl_s) sum += x;
-    EXPECT_NEAR(m.ttft_s + sum, m.e2e_s, 1e-9);
+  EngineConfig config = Config();
+  config.scheduler.max_batch_tokens = 40;  // prefill over several steps: scheduled != first token
+  auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, config);
+  ASSERT_TRUE(core.ok());
+  struct Seen {
+    double add_lo = 0, add_hi = 0;                 // clock around Add (arrival lies between)
+    std::vector<std::pair<double, double>> token;  // [tokens] clock around the emitting step
+    RequestMetrics metrics;
+  };
+  std::map<RequestId, Seen> seen;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Seen& s = seen[static_cast<RequestId>(i)];
+    s.add_lo = (*core)->Now();
+    (*core)->Add(static_cast<RequestId>(i), prompts[i], opts[i], (*core)->Now());
+    s.add_hi = (*core)->Now();
   }
-  EXPECT_EQ(run.stats.finished, 16);
-  EXPECT_GT(run.stats.KvWaste(), 0.0);
-  EXPECT_LT(run.stats.KvWaste(), 0.5);
+  while ((*core)->HasWork()) {
+    const double lo = (*core)->Now();
+    std::vector<RequestOutput> outs = StepOk(**core);
+    const double hi = (*core)->Now();
+    for (const RequestOutput& o : outs) {
+      Seen& s = seen[o.id];
+      for (size_t t = 0; t < o.token_ids.size(); ++t) s.token.push_back({lo, hi});
+      if (o.finished) s.metrics = o.metrics;
+    }
+  }
+  ASSERT_EQ(seen.size(), 16u);
+  constexpr double kEps = 1e-9;
+  for (const auto& [id, s] : seen) {
+    SCOPED_TRACE("request " + std::to_string(id));
+    const RequestMetrics& m = s.metrics;
+    const size_t n = s.token.size();
+    ASSERT_EQ(n, static_cast<size_t>(opts[static_cast<size_t>(id)].max_tokens));
+    EXPECT_EQ(m.output_tokens, static_cast<int32_t>(n));
+    EXPECT_EQ(m.prompt_tokens, static_cast<int32_t>(prompts[static_cast<size_t>(id)].size()));
+    // arrival in [add_lo, add_hi]; first token in step window 0; last token in window n-1.
+    EXPECT_GE(m.ttft_s, s.token[0].first - s.add_hi - kEps);
+    EXPECT_LE(m.ttft_s, s.token[0].second - s.add_lo + kEps);
+    EXPECT_GE(m.e2e_s, s.token[n - 1].first - s.add_hi - kEps);
+    EXPECT_LE(m.e2e_s, s.token[n - 1].second - s.add_lo + kEps);
+    EXPECT_GE(m.queue_s, 0.0);
+    EXPECT_LE(m.queue_s, m.ttft_s);
+    ASSERT_EQ(m.itl_s.size(), n - 1);
+    for (size_t t = 1; t < n; ++t) {
+      EXPECT_GE(m.itl_s[t - 1], s.token[t].first - s.token[t - 1].second - kEps) << "gap " << t;
+      EXPECT_LE(m.itl_s[t - 1], s.token[t].second - s.token[t - 1].first + kEps) << "gap " << t;
+    }
+    // TPOT is the mean gap after the first token: (last - first) / (n - 1), bounded the same way.
+    EXPECT_GE(m.tpot_s * static_cast<double>(n - 1), s.token[n - 1].first - s.token[0].second - kEps);
+    EXPECT_LE(m.tpot_s * static_cast<double>(n - 1), s.token[n - 1].second - s.token[0].first + kEps);
+  }
+  EngineStats stats = (*core)->Stats();
+  EXPECT_EQ(stats.finished, 16);
+  EXPECT_GT(stats.KvWaste(), 0.0);
+  EXPECT_LT(stats.KvWaste(), 0.5);
 }
 
 TEST_F(EngineCoreTest, StopStringFinishesTheBranch) {

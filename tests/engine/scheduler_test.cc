@@ -13,7 +13,9 @@ namespace {
 
 struct Harness {
   explicit Harness(int32_t num_blocks, SchedulerConfig sc = {}, int32_t block_size = 4)
-      : kv({num_blocks, block_size, true}), sched(sc, kv, [](int32_t t) { return t == 0; }, [] { return 0.0; }) {}
+      : kv({num_blocks, block_size, true}),
+        sched(
+            sc, kv, [](int32_t t) { return t == 0; }, [] { return 0.0; }) {}
 
   void Add(RequestId id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t n = 1) {
     RequestOptions o;
@@ -39,13 +41,17 @@ struct Harness {
       ro.sampled.push_back(t);
     }
     sched.Update(out, ro);
-    for (auto& r : sched.TakeFinished()) finished[{r->id, r->branch}] = r->tokens;
+    for (auto& r : sched.TakeFinished()) {
+      finished[{r->id, r->branch}] = r->tokens;
+      preemptions[r->id] = r->num_preemptions;
+    }
     return out;
   }
 
   kv::KvCacheManager kv;
   Scheduler sched;
   std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> finished;
+  std::map<RequestId, int32_t> preemptions;  // of finished requests
 };
 
 std::vector<int32_t> Prompt(int n, int seed) {
@@ -116,8 +122,26 @@ TEST(Scheduler, RequestThatCanNeverFitIsRejected) {
 TEST(Scheduler, OutOfBlocksPreemptsTheNewestAndEveryRequestCompletes) {
   Harness h(6);  // 24 token slots; each request needs up to 16
   for (int i = 0; i < 4; ++i) h.Add(i, Prompt(8, i), 8);
-  for (int i = 0; i < 200 && h.sched.HasWork(); ++i) h.Step();
+  for (int i = 0; i < 200 && h.sched.HasWork(); ++i) {
+    // Who ran before the step, oldest admission first; a step's victims are the newest of them.
+    std::vector<RequestId> before;
+    for (const Request* r : h.sched.running()) before.push_back(r->id);
+    h.Step();
+    bool survivor_after_victim = false, victim_seen = false;
+    for (RequestId id : before) {
+      bool preempted = false;
+      for (const Request* r : h.sched.waiting()) preempted |= r->id == id;
+      if (preempted)
+        victim_seen = true;
+      else if (victim_seen)
+        survivor_after_victim = true;
+    }
+    EXPECT_FALSE(survivor_after_victim)
+        << "step " << i << ": an older request was preempted before a newer one";
+  }
   EXPECT_FALSE(h.sched.HasWork());
+  EXPECT_EQ(h.preemptions[0], 0);  // the oldest request is never the victim
+  EXPECT_GT(h.preemptions[3], 0);  // the newest is
   EXPECT_EQ(h.finished.size(), 4u);
   EXPECT_GT(h.sched.stats().preemptions, 0);
   for (const auto& [key, toks] : h.finished) EXPECT_EQ(toks.size(), 16u);
@@ -150,8 +174,22 @@ TEST(Scheduler, RandomizedStressEndsWithEveryBlockFree) {
     } else {
       h.Step();
     }
-    // Invariant: blocks referenced = distinct blocks of live sequences.
-    EXPECT_GE(h.kv.NumFreeBlocks(), 0);
+    // Invariant: each block's ref count is the number of live sequences holding it (a block
+    // shared by a prefix hit or a fork counts once per holder), and the free blocks are
+    // exactly those nobody holds.
+    std::vector<int32_t> holders(static_cast<size_t>(h.kv.num_blocks()), 0);
+    auto count = [&](const Request* r) {
+      for (kv::BlockId b : r->kv.blocks()) ++holders[static_cast<size_t>(b)];
+    };
+    for (const Request* r : h.sched.running()) count(r);
+    for (const Request* r : h.sched.waiting()) count(r);
+    int32_t unheld = 0;
+    for (kv::BlockId b = 0; b < h.kv.num_blocks(); ++b) {
+      ASSERT_EQ(h.kv.pool().RefCount(b), holders[static_cast<size_t>(b)])
+          << "block " << b << " event " << events;
+      unheld += holders[static_cast<size_t>(b)] == 0;
+    }
+    ASSERT_EQ(h.kv.NumFreeBlocks(), unheld) << "event " << events;
   }
   for (RequestId id : ids) h.sched.Abort(id);
   h.Step();

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
 
@@ -251,10 +252,27 @@ TEST(Packed, InPlaceMatMulEqualsPackedBits) {
   }
 }
 
-TEST(Bandwidth, MeasuresSomething) {
-  ThreadPool pool(2);
-  const double bw = MeasureReadBandwidth(size_t{8} << 20, 2, &pool);
-  EXPECT_GT(bw, 1e8);  // > 0.1 GB/s even on a loaded machine
+// The bandwidth probe's loop must read every float it claims to (its speed is in
+// kernels_bench's ReadBandwidth, not here): small integers sum exactly in f32, so each table's
+// read_sum equals the exact total, tail included.
+TEST(Bandwidth, ProbeReadsEveryFloatOnEveryIsa) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> d(-8, 8);
+  testing::ScopedIsa guard;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(guard.Set(isa));
+    SCOPED_TRACE(IsaName(isa));
+    for (int64_t n : {0, 1, 31, 32, 33, 1000, 4096 + 7}) {
+      AlignedBuffer buf(static_cast<size_t>(n + 16) * 4);
+      float* x = buf.as<float>();
+      int64_t exact = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = static_cast<float>(d(rng));
+        exact += static_cast<int64_t>(x[i]);
+      }
+      EXPECT_EQ(internal::Table().read_sum(x, n), static_cast<double>(exact)) << "n=" << n;
+    }
+  }
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace ferry {
@@ -151,49 +153,104 @@ TEST(Sampler, OpenAiPenaltiesSkipThePrompt) {
   EXPECT_EQ(Sampler(rep, 3).Sample(std::vector<float>(l).data(), long_hist), 1);
 }
 
-// ProcessedProbs is the distribution Sample draws from: with the same params and history,
-// 20000 draws of Sample land within chi-square (alpha = 0.001, Wilson-Hilferty critical
-// value) of it, for a chain with every filter and penalties on.
-TEST(Sampler, ProcessedProbsIsWhatSampleDrawsFrom) {
+// The sampling chain restated independently of sampler.cc, in double precision, from its
+// specification: penalties (llama.cpp's repeat penalty once per distinct token; OpenAI's
+// presence + frequency * count), then llama.cpp's default order top-k, top-p (the smallest
+// prefix of the sorted softmax reaching top_p), min-p (p >= min_p * p_max), temperature.
+// Valid for a history inside repeat_last_n with no prompt part, as the test below asserts.
+std::vector<double> ReferenceChain(const std::vector<float>& logits, const std::vector<int32_t>& history,
+                                   const SamplingParams& p) {
+  const size_t n = logits.size();
+  std::vector<double> l(logits.begin(), logits.end());
+  std::map<int32_t, int> count;
+  for (int32_t t : history) ++count[t];
+  for (const auto& [t, c] : count) {
+    double& x = l[static_cast<size_t>(t)];
+    x = x > 0 ? x / p.repeat_penalty : x * p.repeat_penalty;
+    x -= p.presence_penalty + p.frequency_penalty * c;
+  }
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return l[a] > l[b]; });
+  size_t keep = p.top_k > 0 ? std::min(n, static_cast<size_t>(p.top_k)) : n;
+  auto softmax = [&](size_t k, double temp) {
+    std::vector<double> q(k);
+    double z = 0;
+    for (size_t i = 0; i < k; ++i) z += (q[i] = std::exp((l[order[i]] - l[order[0]]) / temp));
+    for (double& v : q) v /= z;
+    return q;
+  };
+  std::vector<double> q = softmax(keep, 1.0);
+  double cum = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += q[i];
+    if (cum >= p.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  q = softmax(keep, 1.0);
+  size_t min_keep = 1;
+  while (min_keep < keep && q[min_keep] >= p.min_p * q[0]) ++min_keep;
+  q = softmax(min_keep, p.temperature);
+  std::vector<double> out(n, 0.0);
+  for (size_t i = 0; i < min_keep; ++i) out[order[i]] = q[i];
+  return out;
+}
+
+// ProcessedProbs and 20000 draws of Sample both match the independent chain above, for a
+// chain with every filter and penalty on: probabilities within 1e-5, and the draws within
+// chi-square (alpha = 0.001, Wilson-Hilferty critical value) of it.
+TEST(Sampler, SampleDrawsFromTheSpecifiedChain) {
   SamplingParams p = Plain(0.9f);
   p.top_k = 12;
   p.top_p = 0.9f;
-  p.min_p = 0.02f;
+  p.min_p = 0.1f;
   p.repeat_penalty = 1.3f;
   p.presence_penalty = 0.4f;
+  p.frequency_penalty = 0.25f;
   const int n = 40;
-  const std::vector<int32_t> history = {3, 5, 5, 9, 17};
-  const auto logits = RandomLogits(n, 11);
-  std::vector<float> probs(n), l = logits;
-  Sampler ref(p, n);
-  ref.ProcessedProbs(l.data(), history, probs);
-  double sum = 0;
-  int support = 0;
-  for (float x : probs) {
-    sum += x;
-    support += x > 0;
-  }
-  EXPECT_NEAR(sum, 1.0, 1e-5);
-  EXPECT_LE(support, 12);
-  EXPECT_GE(support, 2);
-  Sampler s(p, n);
-  std::vector<int64_t> counts(n, 0);
-  const int draws = 20000;
-  for (int i = 0; i < draws; ++i) {
-    std::vector<float> c = logits;
-    ++counts[static_cast<size_t>(s.Sample(c.data(), history))];
-  }
-  double chi = 0;
-  for (int t = 0; t < n; ++t) {
-    const double e = probs[static_cast<size_t>(t)] * draws;
-    if (e == 0) {
-      EXPECT_EQ(counts[static_cast<size_t>(t)], 0) << "token " << t << " is outside the processed support";
-      continue;
+  for (uint32_t seed : {11u, 12u, 13u}) {
+    SCOPED_TRACE("logits seed " + std::to_string(seed));
+    const auto logits = RandomLogits(n, seed);
+    // The history repeats likely tokens (ranks 0, 1 twice, 2, 5, 9 of the raw logits), so the
+    // penalties move tokens inside the support, where they change the distribution.
+    std::vector<int32_t> rank(n);
+    for (int i = 0; i < n; ++i) rank[static_cast<size_t>(i)] = i;
+    std::sort(rank.begin(), rank.end(), [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+    });
+    const std::vector<int32_t> history = {rank[0], rank[1], rank[1], rank[2], rank[5], rank[9], 39};
+    ASSERT_EQ(p.prompt_tokens, 0);
+    ASSERT_GE(p.repeat_last_n, static_cast<int32_t>(history.size()));
+    const std::vector<double> ref = ReferenceChain(logits, history, p);
+    std::vector<float> probs(n), l = logits;
+    Sampler(p, n).ProcessedProbs(l.data(), history, probs);
+    int support = 0;
+    for (int t = 0; t < n; ++t) {
+      EXPECT_NEAR(probs[static_cast<size_t>(t)], ref[static_cast<size_t>(t)], 1e-5) << "token " << t;
+      support += ref[static_cast<size_t>(t)] > 0;
     }
-    chi += (counts[static_cast<size_t>(t)] - e) * (counts[static_cast<size_t>(t)] - e) / e;
+    ASSERT_GE(support, 2);
+    Sampler s(p, n);
+    std::vector<int64_t> counts(n, 0);
+    const int draws = 20000;
+    for (int i = 0; i < draws; ++i) {
+      std::vector<float> c = logits;
+      ++counts[static_cast<size_t>(s.Sample(c.data(), history))];
+    }
+    double chi = 0;
+    for (int t = 0; t < n; ++t) {
+      const double e = ref[static_cast<size_t>(t)] * draws;
+      if (e == 0) {
+        EXPECT_EQ(counts[static_cast<size_t>(t)], 0) << "token " << t << " is outside the specified support";
+        continue;
+      }
+      chi += (counts[static_cast<size_t>(t)] - e) * (counts[static_cast<size_t>(t)] - e) / e;
+    }
+    const double dof = support - 1, z = 3.0902, wh = 1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof));
+    EXPECT_LT(chi, dof * wh * wh * wh);
   }
-  const double dof = support - 1, z = 3.0902, wh = 1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof));
-  EXPECT_LT(chi, dof * wh * wh * wh);
 }
 
 TEST(Sampler, ProcessedProbsIsOneHotOnThePenalizedArgMaxWhenGreedy) {
