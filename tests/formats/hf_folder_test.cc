@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -198,9 +199,22 @@ TEST_F(HfSynthetic, Llama3RopeFreqs) {
     blended += v[k] > 1.0f && v[k] < 8.0f;
   }
   EXPECT_GT(blended, 0);
-  // The blend region matches the formula: wavelen between 8192/4 and 8192/1.
-  const std::vector<float> direct = Llama3RopeFactors(500000.0, 128, 8.0, 1.0, 4.0, 8192.0);
-  EXPECT_EQ(std::memcmp(direct.data(), v, 64 * 4), 0);
+  // Every factor against Meta's apply_scaling restated here in double precision: wavelengths
+  // under 8192/4 keep their frequency, over 8192/1 are divided by 8, and between the two the
+  // new frequency blends (1 - s) * f / 8 + s * f with s = (8192 / wavelen - 1) / (4 - 1);
+  // the stored factor is f / new f.
+  const double kPi = 3.14159265358979323846;
+  for (int k = 0; k < 64; ++k) {
+    const double f = 1.0 / std::pow(500000.0, 2.0 * k / 128.0), wavelen = 2 * kPi / f;
+    double nf = f;
+    if (wavelen > 8192.0) {
+      nf = f / 8.0;
+    } else if (wavelen >= 8192.0 / 4.0) {
+      const double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+      nf = (1 - smooth) * f / 8.0 + smooth * f;
+    }
+    EXPECT_NEAR(v[k], f / nf, 1e-5 * (f / nf)) << "dimension pair " << k;
+  }
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(WeightSource, DetectsEveryFormat) {
   for (const Case& c : {Case{"stories260K.gguf", "gguf v3"}, Case{"stories260K.bin", "llama2c-legacy"},
                         Case{"stories260K_v1.bin", "llama2c-v1"}, Case{"stories260K_q80.bin", "llama2c-v2"},
                         Case{"hf/stories260K", "safetensors"}}) {
-    if (!::ferry::testing::HaveAsset(c.rel)) continue;
+    FERRY_REQUIRE_ASSET(c.rel);  // skips the whole test, with a message, rather than one case silently
     auto src = OpenWeightSource(AssetPath(c.rel));
     ASSERT_TRUE(src.ok()) << c.rel << ": " << src.status().ToString();
     EXPECT_EQ((*src)->metadata().GetString("ferry.source.format"), c.format) << c.rel;

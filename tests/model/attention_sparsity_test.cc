@@ -167,12 +167,16 @@ TEST(HeadPruning, EqualsZeroedHeadsReferenceAndCountsWork) {
     EXPECT_EQ(s.kv_heads_pruned, 1);
     // Passes: one of 32 tokens, then 8 of one. Keys attended summed over queries.
     const int64_t passes = 9, n_tok = 40, sum_keys = 40 * 41 / 2;
-    const int64_t dim = 64, hd = 16;
-    auto flops = [&](int64_t heads, int64_t kv) {
-      return n_tok * 2 * dim * hd * (2 * heads + 2 * kv) + sum_keys * heads * 4 * hd;
-    };
-    EXPECT_EQ(s.prune_flops, 2 * flops(4, 2));
-    EXPECT_EQ(s.prune_flops_skipped, (flops(4, 2) - flops(2, 1)) + (flops(4, 2) - flops(2, 2)));
+    // FLOPs counted by hand (2 per multiply-add), tiny: dim 64, 4 heads and 2 KV heads of 16.
+    // A dense layer, per token: q 64x64 + k 64x32 + v 64x32 + W_o 64x64 = 12288 MACs, so
+    // 40 tokens make 983040 FLOPs; attention: q.k and p.v are 16 MACs each per (query, head,
+    // key), 64 FLOPs x 4 heads x 820 (query, key) pairs = 209920. Dense: 1192960 per layer.
+    // Layer 0 keeps heads 2, 3 (1 KV head): (2048 + 1024 + 1024 + 2048) MACs x 2 x 40 + 64 x
+    // 2 x 820 = 596480. Layer 1 keeps heads 1, 2 (both KV heads): 8192 x 80 + 104960 = 760320.
+    ASSERT_EQ(n_tok, 40);
+    ASSERT_EQ(sum_keys, 820);
+    EXPECT_EQ(s.prune_flops, 2 * 1192960);
+    EXPECT_EQ(s.prune_flops_skipped, (1192960 - 596480) + (1192960 - 760320));
     const int64_t layer_bytes = (64 + 32 + 32 + 64) * 64 * 4;  // q, k, v rows and W_o, f32
     EXPECT_EQ(s.prune_weight_bytes, passes * 2 * layer_bytes);
     // Layer 0: 32 q rows, 16 k and 16 v rows, 32 W_o columns; layer 1: 32 q rows, 32 columns.

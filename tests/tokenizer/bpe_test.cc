@@ -19,8 +19,9 @@ constexpr const char* kBert = "llama.cpp-vocab/ggml-vocab-bert-bge.gguf";
 
 // Random strings over ASCII, Latin-1, Greek, CJK, emoji, combining marks and whitespace kinds.
 std::string RandomText(std::mt19937& rng, size_t max_chars) {
-  static const uint32_t kPool[] = {'a', 'Z', ' ', ' ', '\n', '\t', '\r', '\'', 's', '1', '7', '.',
-                                   '!', '$', 0xA0, 0x85, 0xE9, 0x301, 0x3B1, 0x4E2D, 0x6587,
+  static const uint32_t kPool[] = {'a',    'Z',     ' ',    ' ',    '\n',   '\t',     '\r',
+                                   '\'',   's',     '1',    '7',    '.',    '!',      '$',
+                                   0xA0,   0x85,    0xE9,   0x301,  0x3B1,  0x4E2D,   0x6587,
                                    0xAC00, 0x1F600, 0x200D, 0x3000, 0x2028, 0x10FFFF, 0xFFFD};
   std::string s;
   const size_t n = rng() % (max_chars + 1);
@@ -48,8 +49,7 @@ TEST(BpeTokenizer, Gpt2FactsAndPieces) {
   EXPECT_EQ(tok->TokenToPiece(50256), "");
   EXPECT_EQ(tok->TokenToPiece(50256, true), "<|endoftext|>");
   // Special tokens: parsed only when asked, never split.
-  EXPECT_EQ(tok->Encode("a<|endoftext|>b", false, true),
-            std::vector<int32_t>({64, 50256, 65}));
+  EXPECT_EQ(tok->Encode("a<|endoftext|>b", false, true), std::vector<int32_t>({64, 50256, 65}));
   const std::vector<int32_t> plain = tok->Encode("a<|endoftext|>b", false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), 50256), 0);
   EXPECT_EQ(tok->Decode(plain), "a<|endoftext|>b");
@@ -64,19 +64,19 @@ TEST(BpeTokenizer, RoundTripsRandomText) {
     const char* name;
     bool from_encoder_files;
   };
-  for (const Src& src : {Src{"gpt-2", false}, Src{"falcon", false}, Src{"deepseek-llm", false},
-                         Src{"deepseek-coder", false}, Src{"starcoder", false}, Src{"mpt", false},
-                         Src{"llama3", true}}) {
+  for (const Src& src :
+       {Src{"gpt-2", false}, Src{"falcon", false}, Src{"deepseek-llm", false}, Src{"deepseek-coder", false},
+        Src{"starcoder", false}, Src{"mpt", false}, Src{"llama3", true}}) {
     StatusOr<Tokenizer> tok = UnsupportedError("unset");
     if (src.from_encoder_files) {
-      if (!testing::HaveAsset("llama3.2-bpe/encoder.json")) continue;
-      auto md = LoadGpt2EncoderFiles(AssetPath("llama3.2-bpe/encoder.json"),
-                                     AssetPath("llama3.2-bpe/vocab.bpe"));
+      FERRY_REQUIRE_ASSET("llama3.2-bpe/encoder.json");
+      auto md =
+          LoadGpt2EncoderFiles(AssetPath("llama3.2-bpe/encoder.json"), AssetPath("llama3.2-bpe/vocab.bpe"));
       ASSERT_TRUE(md.ok());
       tok = Tokenizer::FromMetadata(*md);
     } else {
       const std::string rel = std::string("llama.cpp-vocab/ggml-vocab-") + src.name + ".gguf";
-      if (!testing::HaveAsset(rel)) continue;
+      FERRY_REQUIRE_ASSET(rel);
       tok = GgufTokenizer(rel);
     }
     ASSERT_TRUE(tok.ok()) << src.name << ": " << tok.status().ToString();
@@ -84,11 +84,13 @@ TEST(BpeTokenizer, RoundTripsRandomText) {
     int skipped = 0;
     for (int trial = 0; trial < 300; ++trial) {
       std::string text = RandomText(rng, 40);
-      if (trial % 10 == 0 && !text.empty()) text[rng() % text.size()] = static_cast<char>(0x80 | (rng() & 0x3F));  // ill-formed
+      if (trial % 10 == 0 && !text.empty())
+        text[rng() % text.size()] = static_cast<char>(0x80 | (rng() & 0x3F));  // ill-formed
       const std::vector<int32_t> ids = tok->Encode(text, false, false);
       for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->n_vocab()) << src.name;
       bool every_byte_has_a_token = true;
-      for (char c : text) every_byte_has_a_token &= tok->TokenId(unicode::ByteToChar(static_cast<uint8_t>(c))) >= 0;
+      for (char c : text)
+        every_byte_has_a_token &= tok->TokenId(unicode::ByteToChar(static_cast<uint8_t>(c))) >= 0;
       if (!every_byte_has_a_token) {
         ++skipped;
         continue;
@@ -134,9 +136,9 @@ TEST(BpeTokenizer, WikitextRoundTripsLosslessly) {
 }
 
 TEST(PreTokenizer, KnownFamiliesCompileAndUnknownIsUnsupported) {
-  for (const char* pre : {"default", "", "gpt-2", "llama3", "llama-bpe", "qwen2", "deepseek-llm",
-                          "deepseek-coder", "falcon", "mpt", "starcoder", "refact", "bloom",
-                          "viking", "tekken", "gpt-4o", "command-r", "smollm"}) {
+  for (const char* pre :
+       {"default", "", "gpt-2", "llama3", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "falcon",
+        "mpt", "starcoder", "refact", "bloom", "viking", "tekken", "gpt-4o", "command-r", "smollm"}) {
     auto pt = PreTokenizer::ForType(pre);
     ASSERT_TRUE(pt.ok()) << pre << ": " << pt.status().ToString();
     std::vector<PreTokenizer::Piece> pieces;
@@ -167,7 +169,11 @@ TEST(PreTokenizer, Llama3Splits) {
   EXPECT_EQ(split("I'M 12345 ok\n\n  x"),
             std::vector<std::string>({"I", "'M", " ", "123", "45", " ok", "\n\n", " ", " x"}));
   // U+0085 (NEL) is White_Space for llama.cpp and HF, unlike PCRE2's own \s.
-  EXPECT_EQ(split("a\xC2\x85\xC2\x85" "b"), std::vector<std::string>({"a", "\xC2\x85", "\xC2\x85" "b"}));
+  EXPECT_EQ(split("a\xC2\x85\xC2\x85"
+                  "b"),
+            std::vector<std::string>({"a", "\xC2\x85",
+                                      "\xC2\x85"
+                                      "b"}));
 }
 
 TEST(WordPieceTokenizer, BertFactsSpecialsAndPieces) {
@@ -195,8 +201,9 @@ TEST(SpmTokenizer, BaichuanLoadsAndEncodes) {
   auto tok = GgufTokenizer(kBaichuan);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   EXPECT_EQ(tok->n_vocab(), 64000);
-  for (const std::string text : {"Hello world", "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C",
-                                 "def f(x):\n    return x * 2\n"}) {
+  for (const std::string text :
+       {"Hello world", "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C",
+        "def f(x):\n    return x * 2\n"}) {
     const std::vector<int32_t> ids = tok->Encode(text, true, false);
     ASSERT_GE(ids.size(), 2u);
     EXPECT_EQ(ids[0], 1);
