@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -203,6 +204,60 @@ TEST(KvBudget, RewindPastEvictionIsAnErrorAndPositionZeroRestarts) {
   st = m.Forward(b, *cache, logits.data(), nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("--batch"), std::string::npos) << st.ToString();
+}
+
+// H2O's choice, stated independently: after eviction the kept positions are the sinks, the
+// recent window, and the Heavy() highest-scored of the others (ties: the newer position);
+// replaying the returned moves on the slots gives exactly the compacted pos/score arrays.
+TEST(KvBudget, H2OKeepsSinksRecentAndTheHeaviestOfTheRest) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 500; ++trial) {
+    KvBudgetConfig c;
+    c.policy = KvPolicy::kH2O;
+    c.budget = 4 + static_cast<int32_t>(rng() % 20);
+    c.sink_tokens = static_cast<int32_t>(rng() % 3);
+    c.recent_window = rng() % 2 ? -1 : static_cast<int32_t>(rng() % (c.budget - c.sink_tokens + 1));
+    ASSERT_TRUE(c.Validate().ok());
+    KeptTokens kept;
+    int32_t p = 0;
+    const int32_t n = c.budget + 1 + static_cast<int32_t>(rng() % 12);
+    for (int32_t i = 0; i < n; ++i) {
+      p += 1 + static_cast<int32_t>(rng() % 3);  // earlier evictions leave gaps
+      kept.pos.push_back(i < c.sink_tokens ? i : p);
+      kept.score.push_back(static_cast<float>(rng() % 6));  // small range: many ties
+    }
+    const int32_t next_pos = kept.pos.back() + 1;
+    const KeptTokens before = kept;
+    // The expected set, from the rule alone.
+    const int32_t recent_from = next_pos - c.Recent();
+    std::vector<std::pair<float, int32_t>> rest;  // (score, pos)
+    std::set<int32_t> want;
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t q = before.pos[static_cast<size_t>(i)];
+      if (q < c.sink_tokens || q >= recent_from)
+        want.insert(q);
+      else
+        rest.push_back({before.score[static_cast<size_t>(i)], q});
+    }
+    std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a > b; });
+    for (size_t k = 0; k < rest.size() && k < static_cast<size_t>(c.Heavy()); ++k)
+      want.insert(rest[k].second);
+
+    std::vector<SlotMove> moves = EvictOverBudget(kept, next_pos, c);
+    EXPECT_EQ(std::set<int32_t>(kept.pos.begin(), kept.pos.end()), want) << "trial " << trial;
+    EXPECT_LE(kept.size(), c.budget);
+    // Replay the moves on a copy of the slots: slot s must then hold kept.pos[s] / score[s].
+    std::vector<int32_t> slot_pos = before.pos;
+    std::vector<float> slot_score = before.score;
+    for (const SlotMove& m : moves) {
+      slot_pos[static_cast<size_t>(m.to)] = slot_pos[static_cast<size_t>(m.from)];
+      slot_score[static_cast<size_t>(m.to)] = slot_score[static_cast<size_t>(m.from)];
+    }
+    for (int32_t s = 0; s < kept.size(); ++s) {
+      EXPECT_EQ(slot_pos[static_cast<size_t>(s)], kept.pos[static_cast<size_t>(s)]) << "trial " << trial;
+      EXPECT_EQ(slot_score[static_cast<size_t>(s)], kept.score[static_cast<size_t>(s)]) << "trial " << trial;
+    }
+  }
 }
 
 TEST(KvBudget, BadConfigsAreClearErrors) {

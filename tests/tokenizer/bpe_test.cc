@@ -176,6 +176,34 @@ TEST(PreTokenizer, Llama3Splits) {
                                       "b"}));
 }
 
+// Families without a llama.cpp vocabulary among the assets, split by hand from their regexes
+// (llama.cpp's llama-vocab.cpp / the models' tokenizer.json): one string exercising case runs
+// (gpt-4o and tekken split "HelloWorld"), contractions (gpt-4o keeps " I'M" whole, tekken
+// splits it), digit runs (single digits vs {1,3}), punctuation before a letter, and newlines.
+// bloom's single pattern leaves unmatched bytes ("\n\n ") as their own piece; viking then
+// splits digits out of bloom's pieces.
+TEST(PreTokenizer, FamiliesSplitAsTheirRegexesSay) {
+  const std::string text = "HelloWorld I'M 12345 a/b\n\n  x";
+  using V = std::vector<std::string>;
+  const std::vector<std::pair<const char*, V>> cases = {
+      {"qwen2", {"HelloWorld", " I", "'M", " ", "1", "2", "3", "4", "5", " a", "/b", "\n\n", " ", " x"}},
+      {"llama3", {"HelloWorld", " I", "'M", " ", "123", "45", " a", "/b", "\n\n", " ", " x"}},
+      {"gpt-4o", {"Hello", "World", " I'M", " ", "123", "45", " a", "/b", "\n\n", " ", " x"}},
+      {"tekken", {"Hello", "World", " I", "'M", " ", "1", "2", "3", "4", "5", " a", "/b", "\n\n", " ", " x"}},
+      {"bloom", {"HelloWorld", " I'M", " 12345", " a/b", "\n\n ", " x"}},
+      {"viking", {"HelloWorld", " I'M", " ", "1", "2", "3", "4", "5", " a/b", "\n\n ", " x"}},
+  };
+  for (const auto& [pre, want] : cases) {
+    auto pt = PreTokenizer::ForType(pre);
+    ASSERT_TRUE(pt.ok()) << pre;
+    std::vector<PreTokenizer::Piece> pieces;
+    pt->Split(text, pieces);
+    V got;
+    for (const auto& p : pieces) got.push_back(text.substr(p.first, p.second - p.first));
+    EXPECT_EQ(got, want) << pre;
+  }
+}
+
 TEST(WordPieceTokenizer, BertFactsSpecialsAndPieces) {
   FERRY_REQUIRE_ASSET(kBert);
   auto tok = GgufTokenizer(kBert);
