@@ -19,9 +19,12 @@ int64_t PruneMatrix(FloatLinear& lin, const std::vector<float>& x_norm, const Pr
              (score[static_cast<size_t>(a)] == score[static_cast<size_t>(b)] && a < b);
     };
     if (o.m > 0) {
-      // Every m consecutive inputs keep m - n; a ragged tail of r < m inputs zeroes r * n / m.
+      // Every m consecutive inputs keep their n highest (the usual N:M, as NVIDIA's 2:4 and the
+      // SparseGPT/Wanda papers state it); a ragged tail of r < m inputs keeps ceil(r * n / m),
+      // so no part of the row is sparser than the pattern.
       for (int64_t j0 = 0; j0 < lin.n_in; j0 += o.m) {
-        const int64_t len = std::min<int64_t>(o.m, lin.n_in - j0), drop = len * o.n / o.m;
+        const int64_t len = std::min<int64_t>(o.m, lin.n_in - j0);
+        const int64_t drop = len - (len * o.n + o.m - 1) / o.m;
         std::vector<int64_t> g(static_cast<size_t>(len));
         std::iota(g.begin(), g.end(), j0);
         std::sort(g.begin(), g.end(), lower);

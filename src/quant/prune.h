@@ -19,7 +19,7 @@ enum class PruneMethod { kMagnitude, kWanda };
 struct PruneOptions {
   PruneMethod method = PruneMethod::kMagnitude;
   double sparsity = 0.5;  // unstructured: fraction zeroed per row (ignored with n:m)
-  int n = 0, m = 0;       // n:m semi-structured (2:4): n zeros in every m consecutive inputs
+  int n = 0, m = 0;       // n:m semi-structured (2:4): n nonzeros kept in every m consecutive inputs
 };
 
 struct PruneLayerReport {

@@ -51,6 +51,31 @@ TEST(Prune, TwoFourPatternIncludingRaggedTail) {
       EXPECT_EQ(std::count(l.w.begin() + r * 66 + j0, l.w.begin() + r * 66 + j0 + 4, 0.f), 2);
 }
 
+// N:M keeps N of every M (the usual convention): 1:4 zeroes three, 3:4 one, and each group
+// keeps its largest magnitudes.
+TEST(Prune, PatternKeepsNOfEveryM) {
+  for (int n : {1, 3}) {
+    FloatLinear l = Random(3, 16, 5);
+    const FloatLinear before = l;
+    PruneOptions o;
+    o.n = n;
+    o.m = 4;
+    EXPECT_EQ(PruneMatrix(l, {}, o), 3 * 4 * (4 - n));
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t j0 = 0; j0 < 16; j0 += 4) {
+        float min_kept = 1e30f, max_dropped = 0;
+        for (int64_t j = j0; j < j0 + 4; ++j) {
+          const float a = std::fabs(before.w[static_cast<size_t>(r * 16 + j)]);
+          if (l.w[static_cast<size_t>(r * 16 + j)] == 0.f)
+            max_dropped = std::max(max_dropped, a);
+          else
+            min_kept = std::min(min_kept, a);
+        }
+        EXPECT_LE(max_dropped, min_kept) << "row " << r << " group " << j0;
+      }
+  }
+}
+
 TEST(Prune, WandaKeepsSmallWeightsOnLoudChannels) {
   FloatLinear l{1, 4, {0.1f, 1.f, 0.9f, 0.2f}};
   FloatLinear mag = l;

@@ -24,7 +24,7 @@ Runner AddPruneCommand(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file");
   cmd->add_option("--method", o->method, "magnitude or wanda")->capture_default_str();
   cmd->add_option("--sparsity", o->sparsity, "fraction of each row's weights set to 0, in [0, 1)");
-  cmd->add_option("--pattern", o->pattern, "N:M semi-structured sparsity, e.g. 2:4");
+  cmd->add_option("--pattern", o->pattern, "N:M semi-structured sparsity: N of every M consecutive inputs kept, e.g. 2:4");
   cmd->add_option("--calib", o->calib.calib, "calibration text or STATS file (wanda)");
   cmd->add_option("--calib-samples", o->calib.samples, "calibration windows")->capture_default_str();
   cmd->add_option("--calib-ctx", o->calib.ctx, "tokens per calibration window")->capture_default_str();
