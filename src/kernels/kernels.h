@@ -88,10 +88,12 @@ void AxpyRows(const void* wt, DType wt_type, int64_t n_out, const int32_t* rows,
               int64_t n_rows, float* y, ThreadPool* pool);
 
 // ---- Packed weights: repacked once at load, streamed by MatMulPacked -------------------
-// Layouts in kernels/packed_layout.h and docs/formats.md: 8 rows interleaved per group so one
-// 32-byte load feeds 8 rows, scales in their own plane. Types: q4_0, q8_0 (n_in % 32 == 0)
-// and Ferry int4 (int4_g32/g64/g128, any n_in: a ragged last group, core/dtype.h); any n_out
-// (the last group is zero-padded).
+// Words used here and in packed_layout.h: a *row tile* is the 8 weight rows interleaved so one
+// 32-byte load feeds 8 rows; a *block* is the type's quantization unit along n_in (32 values
+// for q4_0/q8_0, 32/64/128 for Ferry int4_g32/g64/g128, core/dtype.h); a *KV head group* (in
+// the attention part) is the query heads sharing one KV head. Layouts in packed_layout.h and
+// docs/formats.md: row tiles, scales in their own plane. Types: q4_0, q8_0 (n_in % 32 == 0)
+// and Ferry int4 (any n_in: a ragged last block); any n_out (the last row tile is zero-padded).
 bool CanPack(DType t, int64_t n_in);
 // Bytes PackWeights writes for [n_out, n_in] weights of type t.
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
@@ -185,17 +187,17 @@ void AccumulateAttentionWeights(const float* q, int n_q, const int32_t* q_pos, i
 
 // ---- Sparse attention (attention_sparse.cc; docs/sparsity.md) ---------------------------
 struct AttentionSparsity {
-  // Value-fetch skipping: the V row of key j is not read when every head of its KV group gives
+  // Value-fetch skipping: the V row of key j is not read when every head of its KV head group gives
   // j a softmax weight < skip_threshold (then all those weights are dropped; the softmax sum
   // keeps them). 0: every row is read.
   float skip_threshold = 0.f;
   // Progressive precision: scores first from kv.k_i8 with q quantized per head to INT8; a key's
-  // f32 row is read and its scores recomputed when, for some head of its group, the INT8 score
+  // f32 row is read and its scores recomputed when, for some head of its KV head group, the INT8 score
   // is >= that head's max INT8 score - progressive_margin. Needs kv.k_i8.
   bool progressive = false;
   float progressive_margin = 4.f;
   // Pruned heads: head_kv[h] is the KV head query head h reads (non-decreasing: heads of a
-  // group adjacent). null: h / (n_heads / n_kv_heads).
+  // KV head group adjacent). null: h / (n_heads / n_kv_heads).
   const int32_t* head_kv = nullptr;
 };
 // Work counted by AttentionSparse (added to, never reset). Rows are per (query, KV head, key).

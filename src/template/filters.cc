@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <unordered_map>
 
 #include "template/builtins.h"
 #include "template/error.h"
@@ -11,17 +12,13 @@
 namespace ferry::tmpl {
 namespace {
 
-const std::set<std::string> kImplemented = {
-    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first",
-    "float", "forceescape", "format", "indent", "int", "items", "join", "last", "length", "list", "lower", "map",
-    "max", "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort",
-    "string", "sum", "title", "tojson", "trim", "unique", "upper", "wordcount"};
-const std::set<std::string> kNotImplemented = {
-    "filesizeformat", "groupby", "pprint", "random", "slice", "striptags", "truncate", "urlencode", "urlize",
-    "wordwrap", "xmlattr"};
+const std::set<std::string> kNotImplemented = {"filesizeformat", "groupby",   "pprint",   "random",
+                                               "slice",          "striptags", "truncate", "urlencode",
+                                               "urlize",         "wordwrap",  "xmlattr"};
 
 int64_t ToInt64(double d) {
-  if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) RaiseUnsupported("float too large to convert to a 64-bit integer");
+  if (!std::isfinite(d) || std::fabs(d) >= 9.2e18)
+    RaiseUnsupported("float too large to convert to a 64-bit integer");
   return static_cast<int64_t>(d);
 }
 
@@ -34,9 +31,11 @@ Value AttrPath(const Value& item, const Value& attribute) {
   for (;;) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    bool numeric =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (cur.is_undefined()) RaiseUndefined(cur);
-    cur = numeric && part.size() < 18 ? GetItem(cur, Value::Int(std::atoll(part.c_str()))) : GetItem(cur, Value::Str(part));
+    cur = numeric && part.size() < 18 ? GetItem(cur, Value::Int(std::atoll(part.c_str())))
+                                      : GetItem(cur, Value::Str(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
   }
@@ -48,11 +47,14 @@ Value SortKey(const Value& v, bool case_sensitive) {
   return v;
 }
 
-bool Less(const Value& a, const Value& b) { return Compare(a, b) < 0; }
+bool Less(const Value& a, const Value& b) {
+  return Compare(a, b) < 0;
+}
 
 List SortedBy(List items, const Value& attribute, bool case_sensitive, bool reverse) {
   std::vector<std::pair<Value, Value>> keyed;
-  for (auto& it : items) keyed.emplace_back(SortKey(attribute.is_none() ? it : AttrPath(it, attribute), case_sensitive), it);
+  for (auto& it : items)
+    keyed.emplace_back(SortKey(attribute.is_none() ? it : AttrPath(it, attribute), case_sensitive), it);
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
     return reverse ? Less(y.first, x.first) : Less(x.first, y.first);
   });
@@ -65,12 +67,23 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -78,7 +91,10 @@ std::string HtmlEscape(const std::string& s) {
 
 std::string JinjaTitle(const std::string& s) {
   // Split at runs of [-\s({[<]; uppercase each piece's first char, lowercase the rest.
-  auto is_delim = [](char c) { return c == '-' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || c == '(' || c == '{' || c == '[' || c == '<'; };
+  auto is_delim = [](char c) {
+    return c == '-' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
+           c == '(' || c == '{' || c == '[' || c == '<';
+  };
   std::string out;
   bool start = true;
   for (char c : s) {
@@ -86,7 +102,8 @@ std::string JinjaTitle(const std::string& s) {
       out += c;
       start = true;
     } else {
-      out += static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+      out += static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c))
+                                     : std::tolower(static_cast<unsigned char>(c)));
       start = false;
     }
   }
@@ -94,7 +111,8 @@ std::string JinjaTitle(const std::string& s) {
 }
 
 Value Indent(const Value& value, CallArgs& a) {
-  auto b = a.Bind("indent", {"width", "first", "blank"}, {Value::Int(4), Value::Bool(false), Value::Bool(false)});
+  auto b =
+      a.Bind("indent", {"width", "first", "blank"}, {Value::Int(4), Value::Bool(false), Value::Bool(false)});
   std::string ind;
   if (b[0].is_string()) {
     ind = b[0].str();
@@ -138,7 +156,8 @@ Value ToJsonFilter(const Value& value, CallArgs& a) {
     }
   }
   if (!b[2].is_none()) {
-    if (!b[2].is_list() || b[2].list().size() != 2 || !b[2].list()[0].is_string() || !b[2].list()[1].is_string())
+    if (!b[2].is_list() || b[2].list().size() != 2 || !b[2].list()[0].is_string() ||
+        !b[2].list()[1].is_string())
       Raise("ValueError", "separators must be a (item_separator, key_separator) pair of str");
     o.item_sep = b[2].list()[0].str();
     o.key_sep = b[2].list()[1].str();
@@ -205,7 +224,8 @@ Value MapFilter(const Value& value, CallArgs& a) {
 }
 
 Value MinMax(bool is_max, const Value& value, CallArgs& a) {
-  auto b = a.Bind(is_max ? "max" : "min", {"case_sensitive", "attribute"}, {Value::Bool(false), Value::None()});
+  auto b =
+      a.Bind(is_max ? "max" : "min", {"case_sensitive", "attribute"}, {Value::Bool(false), Value::None()});
   List items = Iterate(value);
   if (items.empty()) return Value::Undefined(std::string("No aggregated item, sequence was empty."));
   size_t best = 0;
@@ -219,13 +239,17 @@ Value MinMax(bool is_max, const Value& value, CallArgs& a) {
 
 int64_t Length(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return 0;
-    case Value::Kind::kString: return static_cast<int64_t>(CodePointCount(v.str()));
-    case Value::Kind::kList: return static_cast<int64_t>(v.list().size());
+    case Value::Kind::kUndefined:
+      return 0;
+    case Value::Kind::kString:
+      return static_cast<int64_t>(CodePointCount(v.str()));
+    case Value::Kind::kList:
+      return static_cast<int64_t>(v.list().size());
     case Value::Kind::kDict:
       if (v.is_mapping()) return static_cast<int64_t>(v.dict().items.size());
       break;
-    default: break;
+    default:
+      break;
   }
   Raise("TypeError", "object of type '{}' has no len()", v.TypeName());
 }
@@ -242,7 +266,8 @@ Value IntFilter(const Value& value, CallArgs& a) {
     if (b[1].int_value() == 10 && !digits.empty()) {
       size_t i = (digits[0] == '-' || digits[0] == '+') ? 1 : 0;
       bool ok = i < digits.size() && digits.size() < 19;
-      for (size_t k = i; k < digits.size(); ++k) ok = ok && std::isdigit(static_cast<unsigned char>(digits[k]));
+      for (size_t k = i; k < digits.size(); ++k)
+        ok = ok && std::isdigit(static_cast<unsigned char>(digits[k]));
       if (ok) return Value::Int(std::atoll(digits.c_str()));
     } else if (b[1].int_value() != 10) {
       RaiseUnsupported("int filter with base {}", b[1].int_value());
@@ -268,180 +293,313 @@ Value FloatFilter(const Value& value, CallArgs& a) {
   return b[0];
 }
 
+// One function per filter (aliases share one); `name` is the name it was called by.
+using FilterFn = Value (*)(const std::string& name, const Value& value, CallArgs& a);
+
+Value FilterDefault(const std::string& name, const Value& value, CallArgs& a) {
+  auto b = a.Bind(name, {"default_value", "boolean"}, {Value::Str(""), Value::Bool(false)});
+  if (value.is_undefined() || (b[1].Truthy() && !value.Truthy())) return b[0];
+  return value;
+}
+
+Value FilterLength(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Int(Length(value));
+}
+
+Value FilterTojson(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  return ToJsonFilter(value, a);
+}
+
+Value FilterTrim(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("trim", {"chars"}, {Value::None()});
+  return Value::Str(PyStrip(ToStr(value), b[0], true, true));
+}
+
+Value FilterString(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Str(ToStr(value));
+}
+
+Value FilterSafe(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return value.is_string() ? value : Value::Str(ToStr(value));
+}
+
+Value FilterUpper(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Str(PyUpper(ToStr(value)));
+}
+
+Value FilterLower(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Str(PyLower(ToStr(value)));
+}
+
+Value FilterCapitalize(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Str(PyCapitalize(ToStr(value)));
+}
+
+Value FilterTitle(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Str(JinjaTitle(ToStr(value)));
+}
+
+Value FilterEscape(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::Str(HtmlEscape(ToStr(value)));
+}
+
+Value FilterIndent(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  return Indent(value, a);
+}
+
+Value FilterReplace(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b =
+      a.Bind("replace", {"old", "new", "count"}, {Value::Undefined(), Value::Undefined(), Value::None()});
+  return Value::Str(
+      PyReplace(ToStr(value), ToStr(b[0]), ToStr(b[1]), b[2].is_none() ? -1 : b[2].int_value()));
+}
+
+Value FilterJoin(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("join", {"d", "attribute"}, {Value::Str(""), Value::None()});
+  std::string sep = ToStr(b[0]), out;
+  bool first = true;
+  for (const Value& it : Iterate(value)) {
+    if (!first) out += sep;
+    first = false;
+    out += ToStr(b[1].is_none() ? it : AttrPath(it, b[1]));
+    CheckStringLength(out.size());
+  }
+  return Value::Str(std::move(out));
+}
+
+Value FilterList(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  return Value::NewList(Iterate(value));
+}
+
+Value FilterFirstLast(const std::string& name, const Value& value, CallArgs& /*a*/) {
+  List items = Iterate(value);
+  if (items.empty()) return Value::Undefined("No first item, sequence was empty.");
+  return name == "first" ? items.front() : items.back();
+}
+
+Value FilterItems(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  if (value.is_undefined()) return Value::NewList();
+  if (!value.is_mapping()) Raise("TypeError", "Can only get item pairs from a mapping.");
+  List out;
+  for (const auto& [k, v] : value.dict().items) out.push_back(Value::NewTuple({k, v}));
+  return Value::NewList(std::move(out));
+}
+
+Value FilterDictsort(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("dictsort", {"case_sensitive", "by", "reverse"},
+                  {Value::Bool(false), Value::Str("key"), Value::Bool(false)});
+  if (!value.is_mapping()) Raise("TypeError", "dictsort needs a mapping");
+  size_t pos = ToStr(b[1]) == "value" ? 1 : 0;
+  List pairs;
+  for (const auto& [k, v] : value.dict().items) pairs.push_back(Value::NewTuple({k, v}));
+  return Value::NewList(SortedBy(pairs, Value::Int(static_cast<int64_t>(pos)), b[0].Truthy(), b[2].Truthy()));
+}
+
+Value FilterSort(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("sort", {"reverse", "case_sensitive", "attribute"},
+                  {Value::Bool(false), Value::Bool(false), Value::None()});
+  return Value::NewList(SortedBy(Iterate(value), b[2], b[1].Truthy(), b[0].Truthy()));
+}
+
+Value FilterUnique(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("unique", {"case_sensitive", "attribute"}, {Value::Bool(false), Value::None()});
+  List out, seen;
+  for (const Value& it : Iterate(value)) {
+    Value k = SortKey(b[1].is_none() ? it : AttrPath(it, b[1]), b[0].Truthy());
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, k); })) {
+      seen.push_back(k);
+      out.push_back(it);
+    }
+  }
+  return Value::NewList(std::move(out));
+}
+
+Value FilterReverse(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  if (value.is_string()) {
+    std::vector<std::string> cps = CodePoints(value.str());
+    std::string out;
+    for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+    return Value::Str(out);
+  }
+  List items = Iterate(value);
+  std::reverse(items.begin(), items.end());
+  return Value::NewList(std::move(items));
+}
+
+Value FilterMap(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  return MapFilter(value, a);
+}
+
+Value FilterSelect(const std::string& name, const Value& value, CallArgs& a) {
+  return SelectOrReject(name, value, a);
+}
+
+Value FilterInt(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  return IntFilter(value, a);
+}
+
+Value FilterFloat(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  return FloatFilter(value, a);
+}
+
+Value FilterAbs(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  if (value.is_float()) return Value::Float(std::fabs(value.float_value()));
+  if (value.is_int() || value.is_bool()) {
+    if (value.int_value() == INT64_MIN) RaiseUnsupported("integer overflow");
+    return Value::Int(value.int_value() < 0 ? -value.int_value() : value.int_value());
+  }
+  Raise("TypeError", "bad operand type for abs(): '{}'", value.TypeName());
+}
+
+Value FilterRound(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("round", {"precision", "method"}, {Value::Int(0), Value::Str("common")});
+  if (!value.is_number()) Raise("TypeError", "type {} doesn't define __round__ method", value.TypeName());
+  double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(b[0].int_value(), -300, 300)));
+  double x = value.AsDouble() * scale;
+  std::string method = ToStr(b[1]);
+  double r = method == "common"  ? std::nearbyint(x)
+             : method == "ceil"  ? std::ceil(x)
+             : method == "floor" ? std::floor(x)
+                                 : NAN;
+  if (std::isnan(r) && !std::isnan(x)) Raise("FilterArgumentError", "method must be common, ceil or floor");
+  if (value.is_int() && method == "common") return value;
+  return Value::Float(r / scale);
+}
+
+Value FilterSum(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("sum", {"attribute", "start"}, {Value::None(), Value::Int(0)});
+  Value acc = b[1];
+  for (const Value& it : Iterate(value)) {
+    Value x = b[0].is_none() ? it : AttrPath(it, b[0]);
+    if (!acc.is_number() || !x.is_number())
+      Raise("TypeError", "unsupported operand type(s) for +: '{}' and '{}'", acc.TypeName(), x.TypeName());
+    if (acc.is_float() || x.is_float()) {
+      acc = Value::Float(acc.AsDouble() + x.AsDouble());
+    } else {
+      int64_t r;
+      if (__builtin_add_overflow(acc.int_value(), x.int_value(), &r)) RaiseUnsupported("integer overflow");
+      acc = Value::Int(r);
+    }
+  }
+  return acc;
+}
+
+Value FilterMinMax(const std::string& name, const Value& value, CallArgs& a) {
+  return MinMax(name == "max", value, a);
+}
+
+Value FilterCenter(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("center", {"width"}, {Value::Int(80)});
+  CallArgs ca;
+  ca.pos.push_back(b[0]);
+  return CallMethod(Value::Str(ToStr(value)), "center", ca);
+}
+
+Value FilterWordcount(const std::string& /*name*/, const Value& value, CallArgs& /*a*/) {
+  int64_t n = 0;
+  bool in_word = false;
+  for (unsigned char c : ToStr(value)) {
+    bool w = std::isalnum(c) || c == '_' || c >= 0x80;
+    if (w && !in_word) ++n;
+    in_word = w;
+  }
+  return Value::Int(n);
+}
+
+Value FilterAttr(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  if (a.pos.size() != 1) Raise("TypeError", "attr() takes exactly one argument");
+  std::string n = ToStr(a.pos[0]);
+  if (value.is_mapping()) {
+    Value v = GetAttr(value, n);
+    // Plain getattr: dict keys are not attributes.
+    return v.is_callable() || (v.is_undefined() && !v.str().empty() && v.str()[0] == 'S')
+               ? v
+               : Value::Undefined("'dict object' has no attribute '" + n + "'");
+  }
+  return GetAttr(value, n);
+}
+
+Value FilterFormat(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  if (!a.kw.empty()) RaiseUnsupported("format filter with keyword arguments");
+  return Value::Str(PercentFormat(ToStr(value), Value::NewTuple(a.pos)));
+}
+
+Value FilterBatch(const std::string& /*name*/, const Value& value, CallArgs& a) {
+  auto b = a.Bind("batch", {"linecount", "fill_with"}, {Value::Undefined(), Value::None()});
+  if (!b[0].is_int() || b[0].int_value() <= 0)
+    Raise("ValueError", "batch linecount must be a positive integer");
+  size_t n = static_cast<size_t>(b[0].int_value());
+  List out, cur;
+  for (const Value& it : Iterate(value)) {
+    cur.push_back(it);
+    if (cur.size() == n) out.push_back(Value::NewList(std::move(cur))), cur.clear();
+  }
+  if (!cur.empty()) {
+    if (!b[1].is_none())
+      while (cur.size() < n) cur.push_back(b[1]);
+    out.push_back(Value::NewList(std::move(cur)));
+  }
+  return Value::NewList(std::move(out));
+}
+
+const std::unordered_map<std::string, FilterFn>& Filters() {
+  static const std::unordered_map<std::string, FilterFn> table = {
+      {"default", FilterDefault},
+      {"d", FilterDefault},
+      {"length", FilterLength},
+      {"count", FilterLength},
+      {"tojson", FilterTojson},
+      {"trim", FilterTrim},
+      {"string", FilterString},
+      {"safe", FilterSafe},
+      {"upper", FilterUpper},
+      {"lower", FilterLower},
+      {"capitalize", FilterCapitalize},
+      {"title", FilterTitle},
+      {"escape", FilterEscape},
+      {"e", FilterEscape},
+      {"forceescape", FilterEscape},
+      {"indent", FilterIndent},
+      {"replace", FilterReplace},
+      {"join", FilterJoin},
+      {"list", FilterList},
+      {"first", FilterFirstLast},
+      {"last", FilterFirstLast},
+      {"items", FilterItems},
+      {"dictsort", FilterDictsort},
+      {"sort", FilterSort},
+      {"unique", FilterUnique},
+      {"reverse", FilterReverse},
+      {"map", FilterMap},
+      {"select", FilterSelect},
+      {"reject", FilterSelect},
+      {"selectattr", FilterSelect},
+      {"rejectattr", FilterSelect},
+      {"int", FilterInt},
+      {"float", FilterFloat},
+      {"abs", FilterAbs},
+      {"round", FilterRound},
+      {"sum", FilterSum},
+      {"min", FilterMinMax},
+      {"max", FilterMinMax},
+      {"center", FilterCenter},
+      {"wordcount", FilterWordcount},
+      {"attr", FilterAttr},
+      {"format", FilterFormat},
+      {"batch", FilterBatch},
+  };
+  return table;
+}
+
 }  // namespace
 
-bool IsKnownFilter(const std::string& name) { return kImplemented.count(name) || kNotImplemented.count(name); }
+bool IsKnownFilter(const std::string& name) {
+  return Filters().count(name) || kNotImplemented.count(name);
+}
 
 Value ApplyFilter(const std::string& name, const Value& value, CallArgs& a) {
-  if (name == "default" || name == "d") {
-    auto b = a.Bind(name, {"default_value", "boolean"}, {Value::Str(""), Value::Bool(false)});
-    if (value.is_undefined() || (b[1].Truthy() && !value.Truthy())) return b[0];
-    return value;
-  }
-  if (name == "length" || name == "count") return Value::Int(Length(value));
-  if (name == "tojson") return ToJsonFilter(value, a);
-  if (name == "trim") {
-    auto b = a.Bind("trim", {"chars"}, {Value::None()});
-    return Value::Str(PyStrip(ToStr(value), b[0], true, true));
-  }
-  if (name == "string") return Value::Str(ToStr(value));
-  if (name == "safe") return value.is_string() ? value : Value::Str(ToStr(value));
-  if (name == "upper") return Value::Str(PyUpper(ToStr(value)));
-  if (name == "lower") return Value::Str(PyLower(ToStr(value)));
-  if (name == "capitalize") return Value::Str(PyCapitalize(ToStr(value)));
-  if (name == "title") return Value::Str(JinjaTitle(ToStr(value)));
-  if (name == "escape" || name == "e" || name == "forceescape") return Value::Str(HtmlEscape(ToStr(value)));
-  if (name == "indent") return Indent(value, a);
-  if (name == "replace") {
-    auto b = a.Bind("replace", {"old", "new", "count"}, {Value::Undefined(), Value::Undefined(), Value::None()});
-    return Value::Str(PyReplace(ToStr(value), ToStr(b[0]), ToStr(b[1]), b[2].is_none() ? -1 : b[2].int_value()));
-  }
-  if (name == "join") {
-    auto b = a.Bind("join", {"d", "attribute"}, {Value::Str(""), Value::None()});
-    std::string sep = ToStr(b[0]), out;
-    bool first = true;
-    for (const Value& it : Iterate(value)) {
-      if (!first) out += sep;
-      first = false;
-      out += ToStr(b[1].is_none() ? it : AttrPath(it, b[1]));
-      CheckStringLength(out.size());
-    }
-    return Value::Str(std::move(out));
-  }
-  if (name == "list") return Value::NewList(Iterate(value));
-  if (name == "first" || name == "last") {
-    List items = Iterate(value);
-    if (items.empty()) return Value::Undefined("No first item, sequence was empty.");
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "items") {
-    if (value.is_undefined()) return Value::NewList();
-    if (!value.is_mapping()) Raise("TypeError", "Can only get item pairs from a mapping.");
-    List out;
-    for (const auto& [k, v] : value.dict().items) out.push_back(Value::NewTuple({k, v}));
-    return Value::NewList(std::move(out));
-  }
-  if (name == "dictsort") {
-    auto b = a.Bind("dictsort", {"case_sensitive", "by", "reverse"}, {Value::Bool(false), Value::Str("key"), Value::Bool(false)});
-    if (!value.is_mapping()) Raise("TypeError", "dictsort needs a mapping");
-    size_t pos = ToStr(b[1]) == "value" ? 1 : 0;
-    List pairs;
-    for (const auto& [k, v] : value.dict().items) pairs.push_back(Value::NewTuple({k, v}));
-    return Value::NewList(SortedBy(pairs, Value::Int(static_cast<int64_t>(pos)), b[0].Truthy(), b[2].Truthy()));
-  }
-  if (name == "sort") {
-    auto b = a.Bind("sort", {"reverse", "case_sensitive", "attribute"}, {Value::Bool(false), Value::Bool(false), Value::None()});
-    return Value::NewList(SortedBy(Iterate(value), b[2], b[1].Truthy(), b[0].Truthy()));
-  }
-  if (name == "unique") {
-    auto b = a.Bind("unique", {"case_sensitive", "attribute"}, {Value::Bool(false), Value::None()});
-    List out, seen;
-    for (const Value& it : Iterate(value)) {
-      Value k = SortKey(b[1].is_none() ? it : AttrPath(it, b[1]), b[0].Truthy());
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, k); })) {
-        seen.push_back(k);
-        out.push_back(it);
-      }
-    }
-    return Value::NewList(std::move(out));
-  }
-  if (name == "reverse") {
-    if (value.is_string()) {
-      std::vector<std::string> cps = CodePoints(value.str());
-      std::string out;
-      for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
-      return Value::Str(out);
-    }
-    List items = Iterate(value);
-    std::reverse(items.begin(), items.end());
-    return Value::NewList(std::move(items));
-  }
-  if (name == "map") return MapFilter(value, a);
-  if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") return SelectOrReject(name, value, a);
-  if (name == "int") return IntFilter(value, a);
-  if (name == "float") return FloatFilter(value, a);
-  if (name == "abs") {
-    if (value.is_float()) return Value::Float(std::fabs(value.float_value()));
-    if (value.is_int() || value.is_bool()) {
-      if (value.int_value() == INT64_MIN) RaiseUnsupported("integer overflow");
-      return Value::Int(value.int_value() < 0 ? -value.int_value() : value.int_value());
-    }
-    Raise("TypeError", "bad operand type for abs(): '{}'", value.TypeName());
-  }
-  if (name == "round") {
-    auto b = a.Bind("round", {"precision", "method"}, {Value::Int(0), Value::Str("common")});
-    if (!value.is_number()) Raise("TypeError", "type {} doesn't define __round__ method", value.TypeName());
-    double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(b[0].int_value(), -300, 300)));
-    double x = value.AsDouble() * scale;
-    std::string method = ToStr(b[1]);
-    double r = method == "common" ? std::nearbyint(x) : method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : NAN;
-    if (std::isnan(r) && !std::isnan(x)) Raise("FilterArgumentError", "method must be common, ceil or floor");
-    if (value.is_int() && method == "common") return value;
-    return Value::Float(r / scale);
-  }
-  if (name == "sum") {
-    auto b = a.Bind("sum", {"attribute", "start"}, {Value::None(), Value::Int(0)});
-    Value acc = b[1];
-    for (const Value& it : Iterate(value)) {
-      Value x = b[0].is_none() ? it : AttrPath(it, b[0]);
-      if (!acc.is_number() || !x.is_number()) Raise("TypeError", "unsupported operand type(s) for +: '{}' and '{}'", acc.TypeName(), x.TypeName());
-      if (acc.is_float() || x.is_float()) {
-        acc = Value::Float(acc.AsDouble() + x.AsDouble());
-      } else {
-        int64_t r;
-        if (__builtin_add_overflow(acc.int_value(), x.int_value(), &r)) RaiseUnsupported("integer overflow");
-        acc = Value::Int(r);
-      }
-    }
-    return acc;
-  }
-  if (name == "min" || name == "max") return MinMax(name == "max", value, a);
-  if (name == "center") {
-    auto b = a.Bind("center", {"width"}, {Value::Int(80)});
-    CallArgs ca;
-    ca.pos.push_back(b[0]);
-    return CallMethod(Value::Str(ToStr(value)), "center", ca);
-  }
-  if (name == "wordcount") {
-    int64_t n = 0;
-    bool in_word = false;
-    for (unsigned char c : ToStr(value)) {
-      bool w = std::isalnum(c) || c == '_' || c >= 0x80;
-      if (w && !in_word) ++n;
-      in_word = w;
-    }
-    return Value::Int(n);
-  }
-  if (name == "attr") {
-    if (a.pos.size() != 1) Raise("TypeError", "attr() takes exactly one argument");
-    std::string n = ToStr(a.pos[0]);
-    if (value.is_mapping()) {
-      Value v = GetAttr(value, n);
-      // Plain getattr: dict keys are not attributes.
-      return v.is_callable() || (v.is_undefined() && !v.str().empty() && v.str()[0] == 'S') ? v : Value::Undefined("'dict object' has no attribute '" + n + "'");
-    }
-    return GetAttr(value, n);
-  }
-  if (name == "format") {
-    if (!a.kw.empty()) RaiseUnsupported("format filter with keyword arguments");
-    return Value::Str(PercentFormat(ToStr(value), Value::NewTuple(a.pos)));
-  }
-  if (name == "batch") {
-    auto b = a.Bind("batch", {"linecount", "fill_with"}, {Value::Undefined(), Value::None()});
-    if (!b[0].is_int() || b[0].int_value() <= 0) Raise("ValueError", "batch linecount must be a positive integer");
-    size_t n = static_cast<size_t>(b[0].int_value());
-    List out, cur;
-    for (const Value& it : Iterate(value)) {
-      cur.push_back(it);
-      if (cur.size() == n) out.push_back(Value::NewList(std::move(cur))), cur.clear();
-    }
-    if (!cur.empty()) {
-      if (!b[1].is_none())
-        while (cur.size() < n) cur.push_back(b[1]);
-      out.push_back(Value::NewList(std::move(cur)));
-    }
-    return Value::NewList(std::move(out));
-  }
+  auto it = Filters().find(name);
+  if (it != Filters().end()) return it->second(name, value, a);
   if (kNotImplemented.count(name)) RaiseUnsupported("filter '{}' is not implemented by this renderer", name);
   Raise("TemplateRuntimeError", "No filter named '{}' found.", name);
 }

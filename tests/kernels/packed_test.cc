@@ -19,16 +19,14 @@ using internal::PackedShape;
 
 struct Case {
   DType t;
-  int64_t group;  // int4 group; 32 otherwise
-  std::string Name() const {
-    return t == DType::kI4G128 ? "int4_g" + std::to_string(group) : std::string(DTypeName(t));
-  }
+  int64_t group;  // the type's block: FerryInt4Group for Ferry int4, 32 otherwise
+  std::string Name() const { return DTypeName(t); }
 };
 const Case kCases[] = {{DType::kQ4_0, 32},
                        {DType::kQ8_0, 32},
-                       {DType::kI4G128, 32},
-                       {DType::kI4G128, 64},
-                       {DType::kI4G128, 128}};
+                       {DType::kI4G32, FerryInt4Group(DType::kI4G32)},
+                       {DType::kI4G64, FerryInt4Group(DType::kI4G64)},
+                       {DType::kI4G128, FerryInt4Group(DType::kI4G128)}};
 
 struct Weights {
   PackedShape sh;
@@ -38,7 +36,7 @@ struct Weights {
 
 std::vector<float> DequantRow(const Case& c, const uint8_t* row, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n));
-  if (c.t == DType::kI4G128) {
+  if (IsFerryInt4(c.t)) {
     ref::DequantizeRowInt4(row, y.data(), n, c.group);
   } else {
     ref::DequantizeRow(c.t, row, y.data(), n);
@@ -54,7 +52,7 @@ Weights MakeWeights(std::mt19937& rng, const Case& c, int64_t n_out, int64_t n_i
     auto x = testing::RandomFloats(rng, n_in, 0.05f);
     if (o % 5 == 0) x[static_cast<size_t>(o % n_in)] = 0.4f;  // an outlier stretches one group's range
     uint8_t* dst = w.rows.data() + static_cast<size_t>(o) * rb;
-    if (c.t == DType::kI4G128) {
+    if (IsFerryInt4(c.t)) {
       ref::QuantizeRowInt4(x.data(), dst, n_in, c.group);
     } else {
       ref::QuantizeRow(c.t, x.data(), dst, n_in);
@@ -79,11 +77,12 @@ std::vector<float> RunPacked(const Weights& w, const Case& c, const std::vector<
 
 TEST(Int4, QuantizeDequantizeWithinHalfStep) {
   std::mt19937 rng(50);
-  for (int64_t group : {32, 64, 128}) {
+  for (DType t : {DType::kI4G32, DType::kI4G64, DType::kI4G128}) {
+    const int64_t group = FerryInt4Group(t);
     auto x = testing::RandomFloats(rng, 512, 1.f);
     std::vector<uint8_t> q(static_cast<size_t>(512 / group) * internal::Int4GroupBytes(group));
     ref::QuantizeRowInt4(x.data(), q.data(), 512, group);
-    auto y = DequantRow({DType::kI4G128, group}, q.data(), 512);
+    auto y = DequantRow({t, group}, q.data(), 512);
     for (int64_t g = 0; g < 512 / group; ++g) {
       uint16_t dh;
       std::memcpy(&dh, q.data() + g * internal::Int4GroupBytes(group), 2);
@@ -168,7 +167,7 @@ TEST(Packed, EveryTableIsBitIdenticalToScalarTwin) {
   };
   for (const Case& c : kCases) {
     for (const Shape s : {Shape{8, 1024}, Shape{24, 256}, Shape{45, 1024}, Shape{19, 200}}) {
-      if (s.n_in % 32 != 0 && c.t != DType::kI4G128) continue;  // only int4 rows may be ragged
+      if (s.n_in % 32 != 0 && !IsFerryInt4(c.t)) continue;  // only int4 rows may be ragged
       SCOPED_TRACE(c.Name() + " " + std::to_string(s.n_out) + "x" + std::to_string(s.n_in));
       Weights w = MakeWeights(rng, c, s.n_out, s.n_in);
       auto x = testing::RandomFloats(rng, s.n_in * 7);

@@ -132,7 +132,7 @@ StatusOr<EngineDecode> DecodeOnEngine(Model& m, const std::vector<int32_t>& prom
   return d;
 }
 
-int RunBench(const BenchOpts& o) {
+int RunModelBench(const BenchOpts& o) {
   if (o.model.empty())
     return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
   if (o.n_prompt < 0 || o.n_gen < 0 || o.depth < 0 || o.reps < 1 || o.n_batch < 1)
@@ -308,7 +308,7 @@ int RunBench(const BenchOpts& o) {
 
 Runner AddBenchModelOptions(CLI::App& bench) {
   auto o = std::make_shared<BenchOpts>();
-  // Not required(): `ferry bench throughput -m ...` is a nested subcommand; RunBench checks it.
+  // Not required(): `ferry bench throughput -m ...` is a nested subcommand; RunModelBench checks it.
   bench.add_option("-m,--model", o->model, "model file (GGUF, Hugging Face folder or llama2.c .bin)");
   bench.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for prefill (0: skip prefill)")
       ->capture_default_str();
@@ -333,7 +333,7 @@ Runner AddBenchModelOptions(CLI::App& bench) {
                    "prompt text for the speculative runs (default: the random prompt)");
   o->sparsity.Add(&bench);
   o->kv_cache.Add(&bench);
-  return [o]() -> int { return RunBench(*o); };
+  return [o]() -> int { return RunModelBench(*o); };
 }
 
 }  // namespace ferry::cli

@@ -55,7 +55,7 @@ struct Opts {
   bool json = false;
 };
 
-int RunBench(const Opts& o) {
+int RunThroughputBench(const Opts& o) {
   auto in_range = ParseRange(o.input_len, "--input-len");
   if (!in_range.ok()) return Fail(in_range.status());
   auto out_range = ParseRange(o.output_len, "--output-len");
@@ -212,7 +212,7 @@ Runner AddBenchThroughputCommand(CLI::App& bench) {
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "disable automatic prefix caching");
   cmd->add_option("--temp", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
-  return [o]() -> int { return RunBench(*o); };
+  return [o]() -> int { return RunThroughputBench(*o); };
 }
 
 }  // namespace ferry::cli
