@@ -40,7 +40,8 @@ std::vector<int32_t> Prompt(int n, int salt) {
 
 // Runs the jobs (ids = index) to completion; returns each embedding request's vector.
 std::map<RequestId, std::vector<float>> RunEmbeddings(const LoadedModel& lm, const std::vector<Job>& jobs,
-                                                      EngineConfig config = {}) {
+                                                      EngineConfig config = {},
+                                                      EngineStats* stats = nullptr) {
   if (config.num_blocks == 0) config.num_blocks = 64;
   config.threads = 1;
   config.block_size = 4;
@@ -66,6 +67,7 @@ std::map<RequestId, std::vector<float>> RunEmbeddings(const LoadedModel& lm, con
     }
   }
   EXPECT_EQ((*core)->kv_manager().NumFreeBlocks(), (*core)->num_blocks());  // no KV kept
+  if (stats) *stats = (*core)->Stats();
   return out;
 }
 
@@ -165,6 +167,23 @@ TEST_F(EmbeddingEngineTest, CachedPrefixOfAGenerationIsNotReused) {
   one.scheduler.max_num_seqs = 1;
   auto after = RunEmbeddings(lm(), {{a, Generate()}, {a, Embed(Pooling::kMean)}}, one);
   ExpectNear(after[1], fresh[0], 1e-6f);
+}
+
+TEST_F(EmbeddingEngineTest, PreemptedEmbeddingIsPooledAgainFromScratch) {
+  const std::vector<int32_t> a = Prompt(24, 8);
+  auto fresh = RunEmbeddings(lm(), {{a, Embed(Pooling::kMean)}});
+  // 9 blocks of 4: the generation's growth preempts the embedding part-way through its
+  // chunked prefill; it is recomputed once the generation is done.
+  EngineConfig tight;
+  tight.num_blocks = 9;
+  tight.prefix_caching = false;
+  tight.scheduler.max_batch_tokens = 4;
+  RequestOptions gen = Generate();
+  gen.max_tokens = 24;
+  EngineStats stats;
+  auto out = RunEmbeddings(lm(), {{Prompt(8, 9), gen}, {a, Embed(Pooling::kMean)}}, tight, &stats);
+  EXPECT_GT(stats.preemptions, 0);
+  ExpectNear(out[1], fresh[0], 1e-6f);
 }
 
 TEST_F(EmbeddingEngineTest, ValidationNeedsOneBranchButNoNewTokens) {
