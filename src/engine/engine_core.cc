@@ -90,6 +90,9 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
     if (t < 0 || t >= n_vocab)
       return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
+  if (options.pooling != Pooling::kNone && !model_->WritesHidden())
+    return UnsupportedError("embeddings are not supported for the {} architecture (no hidden states)",
+                            model_->config().arch);
   if (options.spec_tokens > 32)
     return InvalidArgumentError("spec_tokens must be at most 32 (draft tokens per step), got {}",
                                 options.spec_tokens);
@@ -108,7 +111,7 @@ void EngineCore::Add(RequestId id, std::vector<int32_t> prompt, const RequestOpt
   }
   // A request that asks for logprobs decodes plainly: verification samples from adjusted
   // distributions, and every token's raw logprobs come from the plain sampling path.
-  if (proposer_ && options.logprobs < 0)
+  if (proposer_ && options.logprobs < 0 && options.pooling == Pooling::kNone)
     req->spec.Enable(options.spec_tokens < 0 ? spec_config_.num_tokens : options.spec_tokens,
                      spec_config_.adaptive);
   req->times.arrival = arrival;

@@ -11,6 +11,8 @@ namespace ferry {
 StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   for (const kv::BlockCopy& c : out.block_copies) cache_.CopyBlock(c.src, c.dst);
   batch_.Clear();
+  bool embeds = false;  // some request pools hidden states this step
+  begin_.clear();
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
     Request& r = *s.req;
@@ -22,8 +24,10 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
       cache_.SetKeptLayout(slot, shift, budget_->policy == KvPolicy::kH2O ? r.kept.score.data() : nullptr);
     }
     const int32_t end = r.num_computed + s.num_tokens;
-    for (int32_t p = r.num_computed; p < end; ++p)
-      batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p + 1 == end && s.WantsLogits());
+    embeds |= r.embeds();
+    begin_.push_back(batch_.size());
+    for (int32_t p = r.num_computed; p < end; ++p)  // embeddings want hidden states, no logits
+      batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p + 1 == end && s.WantsLogits() && !r.embeds());
     // Drafts follow the last real token; the target scores every one of them in this pass.
     FERRY_CHECK(s.num_draft == 0 ||
                 (s.WantsLogits() && s.num_draft <= static_cast<int32_t>(r.spec.draft.size())));
@@ -36,7 +40,21 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   fo.sparsity = &sparsity_;
   fo.stats = &stats_;
   fo.scratch = &scratch_;
+  const int32_t dim = model_.config().dim;
+  if (embeds) {  // one pass gives the embeddings' hidden states and the others' logits
+    hidden_.resize(static_cast<size_t>(batch_.size()) * static_cast<size_t>(dim));
+    fo.hidden = hidden_.data();
+  }
   FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_, fo));
+  for (size_t i = 0; embeds && i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    Request& r = *s.req;
+    if (!r.embeds()) continue;
+    for (int32_t t = 0; t < s.num_tokens; ++t)
+      r.pooled.Add(r.options.pooling, r.num_computed + t,
+                   hidden_.data() + static_cast<size_t>(begin_[i] + t) * static_cast<size_t>(dim), dim);
+    if (s.WantsLogits()) r.embedding = r.pooled.Finish();
+  }
   if (budget_)  // evict at eviction points; the scheduler returns the emptied blocks
     for (size_t i = 0; i < out.scheduled.size(); ++i) {
       const ScheduledRequest& s = out.scheduled[i];
@@ -51,7 +69,7 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   result.logprobs.resize(out.scheduled.size());
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (!out.scheduled[i].WantsLogits()) continue;
+    if (!out.scheduled[i].WantsLogits() || out.scheduled[i].req->embeds()) continue;
     Request& r = *out.scheduled[i].req;
     float* logits = logits_.data() + row * static_cast<size_t>(n_vocab);
     if (const int32_t drafts = out.scheduled[i].num_draft; drafts > 0) {

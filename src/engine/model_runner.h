@@ -48,6 +48,8 @@ class ModelRunner {
   ForwardScratch scratch_;  // the forward pass's buffers, reused every step
   SparsityStats stats_;
   std::vector<float> logits_;     // [batch_.NumLogits(), n_vocab]
+  std::vector<float> hidden_;     // [batch_.size(), dim] final hidden states (steps with embeddings)
+  std::vector<int32_t> begin_;    // [scheduled] each request's first row in batch_
   std::vector<float> row_;        // [n_vocab] pristine logits for the branches of a fork
   std::vector<float> branch_;     // [n_vocab] one branch's copy of row_ (its sampler edits it)
   std::vector<float> probs_;      // [num_draft + 1, n_vocab] the target's processed distributions

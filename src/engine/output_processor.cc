@@ -86,6 +86,7 @@ void OutputProcessor::Finalize(std::vector<std::unique_ptr<Request>> finished, c
     o->request_finished = !later_branch && scheduler.LiveBranches(r->id) == 0;
     o->finish_reason = FinishReason(r->status);
     o->metrics = ComputeRequestMetrics(*r);
+    o->embedding = std::move(r->embedding);
   }
   for (auto& [req, s] : states_) s->output_index = SIZE_MAX;
 }

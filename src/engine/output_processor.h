@@ -26,6 +26,7 @@ struct RequestOutput {
   bool request_finished = false;   // every branch of the request is done
   std::string finish_reason;       // "stop", "length" or "abort" when finished
   RequestMetrics metrics;          // filled when finished
+  std::vector<float> embedding;    // [dim] an embedding request's vector, when finished
 };
 
 class OutputProcessor {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/pooling.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_budget_policy.h"
 #include "sampling/sampler.h"
@@ -37,6 +38,10 @@ struct RequestOptions {
   // spaces_between_special_tokens separated from their neighbours by a space (transformers').
   bool skip_special_tokens = true;
   bool spaces_between_special_tokens = true;
+  // Not kNone: an embedding request. Its prompt is prefilled (no prefix-cache reuse: every
+  // token's hidden state is pooled), nothing is sampled, and it finishes ("stop") with the
+  // pooled, L2-normalized final hidden state; its blocks are freed, not cached.
+  Pooling pooling = Pooling::kNone;
 };
 
 enum class RequestStatus { kWaiting, kRunning, kFinishedStop, kFinishedLength, kFinishedAbort };
@@ -82,6 +87,9 @@ struct Request {
   RequestTimes times;
   int32_t num_cached_prompt_tokens = -1;  // prefix-cache hit at first admission
   int32_t num_preemptions = 0;
+  PooledState pooled;            // embedding requests: the prompt's hidden states so far
+  std::vector<float> embedding;  // [dim] embedding requests, once the prompt is computed
+  bool embeds() const { return options.pooling != Pooling::kNone; }
   spec::SpecState spec;  // drafts of this step, adaptive K, the proposer's state (draft KV lease)
 };
 

@@ -18,10 +18,13 @@ Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager& kv, std:
 
 Status Scheduler::Validate(int32_t prompt_tokens, const RequestOptions& o) const {
   if (prompt_tokens <= 0) return InvalidArgumentError("the prompt is empty (no tokens)");
-  if (o.max_tokens <= 0) return InvalidArgumentError("max_tokens must be positive, got {}", o.max_tokens);
+  const bool embeds = o.pooling != Pooling::kNone;  // prefill only: no new tokens
+  if (embeds && o.n != 1) return InvalidArgumentError("an embedding request has n = 1, got {}", o.n);
+  if (!embeds && o.max_tokens <= 0)
+    return InvalidArgumentError("max_tokens must be positive, got {}", o.max_tokens);
   if (o.n < 1 || o.n > config_.max_num_seqs)
     return InvalidArgumentError("n must be in [1, {}] (the engine's max sequences), got {}", config_.max_num_seqs, o.n);
-  const int64_t total = int64_t{prompt_tokens} + o.max_tokens;
+  const int64_t total = int64_t{prompt_tokens} + (embeds ? 0 : o.max_tokens);
   if (total > config_.max_seq_len)
     return OutOfRangeError("the request needs {} positions ({} prompt + {} new tokens) but the context holds {}",
                            total, prompt_tokens, o.max_tokens, config_.max_seq_len);
@@ -70,6 +73,7 @@ void Scheduler::Preempt(Request* r) {
   r->spec.ClearDraft();
   r->spec.proposer.reset();  // the draft's KV too: it is recomputed with the target's
   r->num_computed = 0;  // recompute prompt + generated tokens when readmitted
+  r->pooled.Reset();    // an embedding's tokens are pooled again as they are recomputed
   r->status = RequestStatus::kWaiting;
   ++r->num_preemptions;
   ++stats_.preemptions;
@@ -95,8 +99,9 @@ bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool sc
     for (const Request* q : running_) reserved += MaxBudgetedBlocks(*q);
     if (reserved > kv_.num_blocks()) return false;
   }
-  // Budgeted sequences never share blocks (compaction rewrites them in place).
-  kv::PrefixHit hit = Budgeted() ? kv::PrefixHit{} : kv_.FindCachedPrefix(r->tokens);
+  // Budgeted sequences never share blocks (compaction rewrites them in place); an embedding
+  // pools every token's hidden state, which a cached block does not hold.
+  kv::PrefixHit hit = Budgeted() || r->embeds() ? kv::PrefixHit{} : kv_.FindCachedPrefix(r->tokens);
   const int32_t start = hit.num_tokens;
   const int32_t pending = r->num_tokens() - start;
   const int32_t n = schedule_now ? std::min({pending, budget, PassLimit(*r, start)}) : 0;
@@ -287,6 +292,13 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
       // The runner evicted and compacted: the blocks past the kept tokens go back to the pool.
       stats_.kv_evicted_tokens += r->kv.num_slots() - r->kept.size();
       kv_.Truncate(r->kv, r->kept.size());
+    }
+    if (r->embeds()) {  // prefill only; its blocks are freed, not cached
+      if (r->num_computed == r->num_tokens()) {
+        Retire(r, RequestStatus::kFinishedStop);
+        events.push_back({r, -1, {}});
+      }
+      continue;
     }
     kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
     if (sampled.empty()) continue;  // a prefill chunk short of the end

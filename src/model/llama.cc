@@ -80,6 +80,7 @@ class LlamaModel final : public Model {
 
   Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool,
                  const ForwardOptions& options) const override;
+  bool WritesHidden() const override { return true; }
   size_t WeightBytes() const override { return weight_bytes_; }
 
  private:
@@ -478,11 +479,18 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     }
   }
 
-  // Final norm and head only for the tokens whose logits are wanted.
+  // Final norm for every token when the hidden states are asked for (embeddings), else only
+  // for the tokens whose logits are wanted; the head only for the latter.
+  if (options.hidden)
+    for (int64_t i = 0; i < n; ++i)
+      kernels::RmsNorm(x + i * dim, output_norm_.data(), options.hidden + i * dim, dim, c.rms_eps);
   int64_t n_out = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!b.want_logits[static_cast<size_t>(i)]) continue;
-    kernels::RmsNorm(x + i * dim, output_norm_.data(), xn + n_out * dim, dim, c.rms_eps);
+    if (options.hidden)
+      std::copy_n(options.hidden + i * dim, dim, xn + n_out * dim);
+    else
+      kernels::RmsNorm(x + i * dim, output_norm_.data(), xn + n_out * dim, dim, c.rms_eps);
     ++n_out;
   }
   if (n_out > 0) output_.Apply(xn, n_out, logits, pool);

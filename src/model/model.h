@@ -26,6 +26,9 @@ struct ForwardOptions {
   SparsityStats* stats = nullptr;        // the work skipped is added here; null: not counted
   const ActivationTaps* taps = nullptr;  // offline tools: see/replace linear inputs (unfused path)
   ForwardScratch* scratch = nullptr;     // reused buffers; null: allocated for this call
+  // [batch.size(), dim] when set: every token's final hidden state (after the output norm,
+  // before the LM head), for embeddings. Only models whose WritesHidden() is true fill it.
+  float* hidden = nullptr;
 };
 
 class Model {
@@ -45,6 +48,9 @@ class Model {
   Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) const {
     return Forward(batch, kv, logits, pool, ForwardOptions{});
   }
+
+  // Whether Forward fills ForwardOptions::hidden (callers refuse embeddings otherwise).
+  virtual bool WritesHidden() const { return false; }
 
   // Bytes of weights read per decoded token (for bandwidth figures; MoE: the k active experts).
   virtual size_t WeightBytes() const = 0;

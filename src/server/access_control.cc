@@ -62,6 +62,9 @@ void InstallAccessControl(httplib::Server& http, AccessConfig config) {
     if (c->api_key.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
     if (ConstantTimeEquals(req.get_header_value("Authorization"), "Bearer " + c->api_key))
       return R::Unhandled;
+    // Anthropic's clients send the key as x-api-key (llama-server accepts both).
+    if (req.has_header("x-api-key") && ConstantTimeEquals(req.get_header_value("x-api-key"), c->api_key))
+      return R::Unhandled;
     SendJsonError(
         {401, "Incorrect API key provided: send 'Authorization: Bearer <key>' (the server's --api-key)."},
         res);

@@ -11,6 +11,7 @@
 #include "server/engine_client.h"
 #include "server/generation.h"
 #include "server/openai_schema.h"
+#include "server/sse_translator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ferry::server {
@@ -32,6 +33,7 @@ struct Reply {
   std::string body;                    // JSON (when stream is null)
   std::shared_ptr<Generation> stream;  // set for "stream": true
   int retry_after_s = 0;               // > 0: a Retry-After header (503)
+  std::shared_ptr<SseTranslator> translate = nullptr;  // with stream: rewrites its events (another API's)
 
   static Reply Error(const ApiError& e);
 };

@@ -46,6 +46,7 @@ class Generation {
   bool Stream(const std::function<bool(std::string_view)>& write, const std::function<bool()>& client_alive);
   // Aborts the unfinished requests (idempotent).
   void Cancel();
+  const GenerationSpec& spec() const { return spec_; }
 
  private:
   struct Choice {

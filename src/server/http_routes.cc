@@ -4,6 +4,8 @@
 #include <functional>
 #include <string>
 
+#include "server/anthropic_messages.h"
+#include "server/openai_responses.h"
 #include "server/webui_page.h"
 
 namespace ferry::server {
@@ -12,14 +14,19 @@ namespace {
 void Send(Reply r, httplib::Response& res) {
   if (r.stream) {
     std::shared_ptr<Generation> gen = std::move(r.stream);
+    std::shared_ptr<SseTranslator> translate = std::move(r.translate);
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [gen](size_t, httplib::DataSink& sink) {
+        [gen, translate](size_t, httplib::DataSink& sink) {
           // The whole stream in one call: it returns when done or when the client is gone.
-          const bool ok = gen->Stream([&](std::string_view s) { return sink.write(s.data(), s.size()); },
-                                      [&] { return sink.is_writable(); });
+          const SseTranslator::Write write = [&](std::string_view s) {
+            return sink.write(s.data(), s.size());
+          };
+          const bool ok = gen->Stream(
+              [&](std::string_view s) { return translate ? translate->Feed(s, write) : write(s); },
+              [&] { return sink.is_writable(); });
           if (ok) sink.done();
           return ok;
         },
@@ -79,6 +86,12 @@ void AddRoutes(httplib::Server& http, const RouteContext& ctx) {
             [&service](std::string_view b) { return service.Completions(b); });
   PostRoute(http, "/v1/chat/completions", max_body,
             [&service](std::string_view b) { return service.ChatCompletions(b); });
+  PostRoute(http, "/v1/messages", max_body,
+            [&service](std::string_view b) { return AnthropicMessages(service, b); });
+  PostRoute(http, "/v1/responses", max_body,
+            [&service](std::string_view b) { return OpenAiResponses(service, b); });
+  if (EmbeddingService* e = ctx.embeddings)
+    PostRoute(http, "/v1/embeddings", max_body, [e](std::string_view b) { return e->Embeddings(b); });
   PostRoute(http, "/tokenize", max_body, [&service](std::string_view b) { return service.Tokenize(b); });
   PostRoute(http, "/detokenize", max_body, [&service](std::string_view b) { return service.Detokenize(b); });
   http.Get("/v1/models",

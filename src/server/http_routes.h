@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "server/completion_service.h"
+#include "server/embedding_service.h"
 #include "server/engine_client.h"
 #include "server/server_metrics.h"
 
@@ -18,6 +19,7 @@ struct RouteContext {
   ServerMetrics* metrics = nullptr;
   size_t max_body_bytes = 0;
   bool webui = true;  // GET / serves the chat page
+  EmbeddingService* embeddings = nullptr;  // POST /v1/embeddings (null: no route)
 };
 
 void AddRoutes(httplib::Server& http, const RouteContext& ctx);

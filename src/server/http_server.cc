@@ -131,10 +131,19 @@ Status Serve(LoadedModel& lm, std::optional<ModelChatTemplate> chat_template, co
   }
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   CompletionService service(ctx);
+  EmbeddingContext ectx{name,           max_model_len, lm.config().n_vocab, lm.config().dim,
+                        Pooling::kLast, tok,           engine.get()};
+  if (config.pooling.empty()) {
+    FERRY_ASSIGN_OR_RETURN(ectx.pooling, PoolingFromMetadata(lm.source->metadata(), lm.config().arch));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(ectx.pooling, ParsePooling(config.pooling));
+  }
+  EmbeddingService embeddings(ectx);
 
   HttpServer http;
-  ConfigureHttp(http, config,
-                RouteContext{&service, engine.get(), &metrics, config.max_body_bytes, config.webui});
+  RouteContext routes{&service, engine.get(), &metrics, config.max_body_bytes, config.webui};
+  routes.embeddings = &embeddings;
+  ConfigureHttp(http, config, routes);
   FERRY_ASSIGN_OR_RETURN(const int port, Bind(http, config));
   Log(LogLevel::kInfo, "serving {} on http://{}:{} (OpenAI API under /v1{})", name, config.host, port,
       config.webui ? ", chat page at /" : "");

@@ -28,6 +28,7 @@ struct ServerConfig {
   std::vector<std::string> allowed_origins;
   std::string metrics_prefix = "ferry";  // /metrics names: "ferry:..." or "vllm:..."
   bool webui = true;                     // the chat page at GET / (--no-webui: off)
+  std::string pooling;                   // /v1/embeddings: mean, last or cls ("": the model's)
   EngineConfig engine;
 };
 

@@ -48,6 +48,9 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--metrics-prefix", s.metrics_prefix, "namespace of the /metrics names (ferry or vllm)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ferry", "vllm"}));
+  cmd->add_option("--pooling", s.pooling,
+                  "/v1/embeddings pooling: mean, last or cls (default: the model's pooling_type, else last)")
+      ->check(CLI::IsMember({"mean", "last", "cls"}));
   cmd->add_flag(
       "--no-webui", [&s](int64_t) { s.webui = false; }, "no chat page at GET /");
   cmd->add_option("--drain-timeout", s.drain_timeout_s,

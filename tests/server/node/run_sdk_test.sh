@@ -6,7 +6,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 if ! command -v node >/dev/null 2>&1; then
   echo "SKIP: node is not installed (the OpenAI Node SDK test needs Node >= 18)"; exit 77
 fi
-if [ ! -f "$here/node_modules/openai/package.json" ]; then
+if [ ! -f "$here/node_modules/openai/package.json" ] || [ ! -f "$here/node_modules/@anthropic-ai/sdk/package.json" ]; then
   echo "SKIP: $here/node_modules is missing: run 'npm ci' there (scripts/install-deps.sh does)"; exit 77
 fi
 exec node "$here/sdk_test.mjs" "$1"

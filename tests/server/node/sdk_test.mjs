@@ -1,12 +1,14 @@
 // `ferry serve` driven by the official OpenAI Node SDK: a streamed chat completion, a
 // completion with n=2 and stop strings, model listing, an invalid request that must raise
-// the SDK's BadRequestError, and chat.completions.parse with a JSON schema. Usage: node sdk_test.mjs FERRY_BINARY
+// the SDK's BadRequestError, chat.completions.parse with a JSON schema, embeddings and the
+// Responses API; and by the official Anthropic SDK: messages, whole and streamed. Usage: node sdk_test.mjs FERRY_BINARY
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 
 const ferry = process.argv[2];
 if (!ferry) throw new Error('usage: node sdk_test.mjs FERRY_BINARY');
@@ -112,6 +114,109 @@ await check('chat.completions.parse with a JSON schema', async () => {
 await check('a wrong API key raises AuthenticationError', async () => {
   const bad = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+await check('embeddings.create (the SDK asks for base64 and decodes it)', async () => {
+  const r = await client.embeddings.create({ model: 'tiny', input: ['a tiny test', 'another one', 'a tiny test'] });
+  assert.equal(r.object, 'list');
+  assert.equal(r.data.length, 3);
+  for (const d of r.data) {
+    assert.ok(d.embedding.length > 8);
+    const norm = Math.sqrt(d.embedding.reduce((s, x) => s + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+  }
+  assert.deepEqual(r.data[0].embedding, r.data[2].embedding);
+  assert.notDeepEqual(r.data[0].embedding, r.data[1].embedding);
+  assert.ok(r.usage.prompt_tokens > 0);
+  const f = await client.embeddings.create({ model: 'tiny', input: 'a tiny test', encoding_format: 'float' });
+  assert.deepEqual(f.data[0].embedding, r.data[0].embedding);
+  await assert.rejects(client.embeddings.create({ model: 'tiny', input: 'x', dimensions: 3 }),
+    (e) => e instanceof OpenAI.BadRequestError && /dimensions/.test(e.message));
+});
+
+await check('responses.create, whole and streamed', async () => {
+  const req = { model: 'tiny', instructions: 'Be brief.', input: 'Say hello.', max_output_tokens: 6, temperature: 0 };
+  const r = await client.responses.create(req);
+  assert.equal(r.object, 'response');
+  assert.ok(['completed', 'incomplete'].includes(r.status), r.status);
+  assert.equal(typeof r.output_text, 'string');
+  assert.equal(r.output[0].type, 'message');
+  assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens <= 6);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  const types = [];
+  let deltas = '', done = null, final = null;
+  for await (const e of await client.responses.create({ ...req, stream: true })) {
+    types.push(e.type);
+    if (e.type === 'response.output_text.delta') deltas += e.delta;
+    if (e.type === 'response.output_text.done') done = e.text;
+    if (e.type === 'response.completed' || e.type === 'response.incomplete') final = e.response;
+  }
+  assert.equal(types[0], 'response.created');
+  assert.ok(types.includes('response.output_text.done') && final, types.join(','));
+  assert.equal(deltas, done);
+  assert.equal(done, r.output_text);  // greedy: the same text as the whole response
+  assert.equal(final.output[0].content[0].text, done);
+  // Items with roles; an unsupported field is a BadRequestError naming it.
+  const items = await client.responses.create({ model: 'tiny', max_output_tokens: 3,
+    input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }] });
+  assert.equal(items.object, 'response');
+  await assert.rejects(client.responses.create({ model: 'tiny', input: 'x', previous_response_id: 'resp_1' }),
+    (e) => e instanceof OpenAI.BadRequestError && /previous_response_id/.test(e.message));
+});
+
+const anthropic = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'node-key', maxRetries: 0, timeout: 120000 });
+
+await check('anthropic messages.create, whole and streamed', async () => {
+  const req = { model: 'tiny', max_tokens: 8, temperature: 0, system: 'Be brief.',
+                messages: [{ role: 'user', content: [{ type: 'text', text: 'Say hello.' }] }] };
+  const m = await anthropic.messages.create(req);
+  assert.equal(m.type, 'message');
+  assert.equal(m.role, 'assistant');
+  assert.equal(m.content[0].type, 'text');
+  assert.ok(['end_turn', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
+  assert.ok(m.usage.input_tokens > 0 && m.usage.output_tokens <= 8);
+  const types = [];
+  let text = '';
+  for await (const e of await anthropic.messages.create({ ...req, stream: true })) {
+    types.push(e.type);
+    if (e.type === 'content_block_delta') { assert.equal(e.delta.type, 'text_delta'); text += e.delta.text; }
+  }
+  assert.deepEqual([types[0], types[1], types.at(-3), types.at(-2), types.at(-1)],
+    ['message_start', 'content_block_start', 'content_block_stop', 'message_delta', 'message_stop'], types.join(','));
+  assert.equal(text, m.content[0].text);
+  const fin = await anthropic.messages.stream(req).finalMessage();  // the SDK's own accumulation
+  assert.equal(fin.content[0].text, m.content[0].text);
+  assert.equal(fin.stop_reason, m.stop_reason);
+  assert.equal(fin.usage.output_tokens, m.usage.output_tokens);
+});
+
+await check('anthropic stop_sequences end with stop_sequence, also streamed', async () => {
+  const req = { model: 'tiny', max_tokens: 16, temperature: 0, messages: [{ role: 'user', content: 'Tell a story.' }] };
+  const full = (await anthropic.messages.create(req)).content[0].text;
+  // An ASCII character past the start (a random model's text may hold multi-byte ones).
+  const at = [...full].findIndex((ch, i) => i >= 2 && /[!-~]/.test(ch));
+  assert.ok(at >= 0, `nothing to cut at: ${JSON.stringify(full)}`);
+  const stop = [...full][at];
+  const m = await anthropic.messages.create({ ...req, stop_sequences: [stop] });
+  assert.equal(m.stop_reason, 'stop_sequence');
+  assert.equal(m.stop_sequence, stop);
+  assert.equal(m.content[0].text, full.slice(0, full.indexOf(stop)));
+  const s = await anthropic.messages.stream({ ...req, stop_sequences: [stop] }).finalMessage();
+  assert.equal(s.stop_reason, 'stop_sequence');
+  assert.equal(s.stop_sequence, stop);
+  assert.equal(s.content[0].text, m.content[0].text);
+});
+
+await check('anthropic errors: BadRequestError with the Anthropic error shape', async () => {
+  await assert.rejects(anthropic.messages.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }] }),
+    (e) => e instanceof Anthropic.BadRequestError && e.error?.type === 'error' &&
+           e.error?.error?.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message));
+  await assert.rejects(anthropic.messages.create({ model: 'tiny', max_tokens: 4, tools: [{ name: 't', input_schema: { type: 'object' } }],
+                                                   messages: [{ role: 'user', content: 'hi' }] }),
+    (e) => e instanceof Anthropic.BadRequestError && /tools/.test(e.message));
+  const bad = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'wrong', maxRetries: 0 });
+  await assert.rejects(bad.messages.create({ model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
+    (e) => e instanceof Anthropic.AuthenticationError);
 });
 
 server.kill('SIGTERM');
