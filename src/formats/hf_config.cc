@@ -14,9 +14,9 @@ struct ArchName {
   std::string_view gguf;
 };
 constexpr ArchName kArchs[] = {
-    {"LlamaForCausalLM", "llama"},
-    {"MistralForCausalLM", "llama"},
-    {"Qwen2ForCausalLM", "qwen2"},
+    {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3moe"}, {"GraniteForCausalLM", "granite"},
+    {"SmolLM3ForCausalLM", "smollm3"},
 };
 
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
@@ -37,6 +37,56 @@ Status RequirePositive(const nlohmann::json& j, const char* key, const std::stri
   if (*v <= 0 || *v > (int64_t{1} << 31))
     return InvalidArgumentError("{}: \"{}\" = {} is out of range", path, key, *v);
   *out = *v;
+  return Status::Ok();
+}
+
+// Granite's multipliers under llama.cpp's GGUF keys. transformers' GraniteConfig defaults each
+// to 1.0 (so a missing attention_multiplier scores q.k unscaled, as transformers runs it).
+void GraniteScales(const nlohmann::json& config, Metadata* meta) {
+  meta->SetFloat("granite.embedding_scale", JsonFloat(config, "embedding_multiplier").value_or(1.0));
+  meta->SetFloat("granite.attention.scale", JsonFloat(config, "attention_multiplier").value_or(1.0));
+  meta->SetFloat("granite.residual_scale", JsonFloat(config, "residual_multiplier").value_or(1.0));
+  meta->SetFloat("granite.logit_scale", JsonFloat(config, "logits_scaling").value_or(1.0));
+}
+
+// SmolLM3's "no_rope_layers": [layers], 1 = the layer uses RoPE (transformers' default: every
+// no_rope_layer_interval-th layer, counting from 1, does not). Stored as Ferry's
+// "ferry.rope.nope_layers" (1 = no RoPE), which model_config reads for any architecture.
+Status SmolLM3NopeLayers(const nlohmann::json& config, const std::string& path, int64_t layers,
+                         Metadata* meta) {
+  std::vector<int32_t> nope;
+  if (auto it = config.find("no_rope_layers"); it != config.end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<int64_t>(it->size()) != layers)
+      return InvalidArgumentError("{}: \"no_rope_layers\" must list one flag per layer ({})", path, layers);
+    for (const nlohmann::json& v : *it) {
+      if (!v.is_number_integer())
+        return InvalidArgumentError("{}: \"no_rope_layers\" holds a non-integer", path);
+      nope.push_back(v.get<int64_t>() == 0 ? 1 : 0);
+    }
+  } else {
+    const int64_t interval = JsonInt(config, "no_rope_layer_interval").value_or(4);
+    if (interval <= 0) return InvalidArgumentError("{}: \"no_rope_layer_interval\" must be positive", path);
+    for (int64_t l = 0; l < layers; ++l) nope.push_back((l + 1) % interval == 0 ? 1 : 0);
+  }
+  meta->SetIntArray("ferry.rope.nope_layers", nope);
+  return Status::Ok();
+}
+
+// Qwen3-MoE: experts, top k and their width; norm_topk_prob says whether the top-k weights are
+// renormalized (llama.cpp always does for qwen3moe; the real configs say true).
+Status Qwen3MoeConfig(const nlohmann::json& config, const std::string& path, Metadata* meta) {
+  int64_t experts = 0, used = 0, width = 0;
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_experts", path, &experts));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_experts_per_tok", path, &used));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "moe_intermediate_size", path, &width));
+  if (auto it = config.find("mlp_only_layers"); it != config.end() && it->is_array() && !it->empty())
+    return UnsupportedError("{}: \"mlp_only_layers\" (dense layers among MoE ones) is not supported", path);
+  if (JsonInt(config, "decoder_sparse_step").value_or(1) != 1)
+    return UnsupportedError("{}: \"decoder_sparse_step\" other than 1 is not supported", path);
+  meta->SetUint("qwen3moe.expert_count", static_cast<uint64_t>(experts));
+  meta->SetUint("qwen3moe.expert_used_count", static_cast<uint64_t>(used));
+  meta->SetUint("qwen3moe.expert_feed_forward_length", static_cast<uint64_t>(width));
+  meta->SetBool("qwen3moe.expert_weights_norm", config.value("norm_topk_prob", true));
   return Status::Ok();
 }
 
@@ -78,8 +128,9 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
     if (hf_arch == a.hf) result->arch = a.gguf;
   if (result->arch.empty())
     return UnsupportedError(
-        "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, "
-        "MistralForCausalLM and Qwen2ForCausalLM folders)",
+        "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, MistralForCausalLM, "
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM and "
+        "SmolLM3ForCausalLM folders)",
         path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
   const std::string& arch = result->arch;
 
@@ -160,6 +211,10 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
                               type);
     }
   }
+
+  if (arch == "granite") GraniteScales(config, meta);
+  if (arch == "smollm3") FERRY_RETURN_IF_ERROR(SmolLM3NopeLayers(config, path, layers, meta));
+  if (arch == "qwen3moe") FERRY_RETURN_IF_ERROR(Qwen3MoeConfig(config, path, meta));
 
   for (const char* key : {"bos_token_id", "eos_token_id"}) {
     auto it = config.find(key);

@@ -23,6 +23,9 @@ constexpr Rename kLayer[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},  // qwen3: per-head q/k norms
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router (qwen3moe)
     {"input_layernorm.weight", "attn_norm.weight"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
 };
@@ -48,6 +51,20 @@ std::string HfToGgufTensorName(std::string_view hf_name) {
   std::string_view suffix = rest.substr(digits + 1);
   for (const Rename& r : kLayer)
     if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
+  // MoE experts, one tensor each: mlp.experts.E.{gate,up,down}_proj.weight -> ffn_{gate,up,down}.E.weight,
+  // the per-expert names model/moe.cc reads (as older Mixtral GGUFs have them).
+  constexpr std::string_view kExperts = "mlp.experts.";
+  if (suffix.substr(0, kExperts.size()) == kExperts) {
+    std::string_view e = suffix.substr(kExperts.size());
+    size_t d = 0;
+    while (d < e.size() && std::isdigit(static_cast<unsigned char>(e[d]))) ++d;
+    if (d == 0 || d > 6 || d >= e.size() || e[d] != '.') return std::string(hf_name);
+    const std::string_view expert = e.substr(0, d), proj = e.substr(d + 1);
+    for (std::string_view which : {"gate", "up", "down"})
+      if (proj == std::string(which) + "_proj.weight")
+        return "blk." + std::string(layer) + ".ffn_" + std::string(which) + "." + std::string(expert) +
+               ".weight";
+  }
   return std::string(hf_name);
 }
 

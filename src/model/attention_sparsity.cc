@@ -224,7 +224,7 @@ void SparseAttention::Attend(const SparsityOptions& o, const ModelConfig& c, con
                              int n_heads, const int32_t* head_kv, const int32_t* slots,
                              const kernels::KvBlocks& kv, float* out, SparsityStats* stats,
                              ThreadPool* pool) const {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float scale = c.AttentionScale();
   const bool counted = o.attn_skip_threshold > 0 || o.attn_progressive;
   if (!head_kv && !counted) {
     kernels::Attention(q, n_q, slots, n_heads, c.n_kv_heads, c.head_dim, scale, kv, out, pool);

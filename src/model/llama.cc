@@ -21,10 +21,16 @@ struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
   Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
   std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
+  std::vector<float> q_norm, k_norm;       // [head_dim] each (qwen3: cfg.qk_norm), else empty
   Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
   Linear wqkv, w_gate_up;                  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
   std::unique_ptr<MoeFfn> moe;             // MoE models: replaces w_gate/w_up/w_down
 };
+
+// x[i] *= s: granite's multipliers, on buffers of a few rows (not worth a kernel).
+void ScaleInPlace(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
 class WeightReader {
@@ -63,6 +69,7 @@ struct AttentionBlock {
   const Linear* wqkv = nullptr;  // stacked q|k|v rows, or null: wq, wk, wv apart
   const Linear *wq = nullptr, *wk = nullptr, *wv = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // [n_q hd], [n_kv hd] x2, or null
+  const float *q_norm = nullptr, *k_norm = nullptr;         // [hd] each, shared by the heads, or null
   const Linear* wo = nullptr;                               // [dim, n_q hd]
   int n_q = 0, n_kv = 0;                                    // heads computed
   const int32_t* kv_heads = nullptr;  // [n_kv] cache KV head of each computed one; null: all, in order
@@ -163,6 +170,10 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.w_up, r.Matrix(p + "ffn_up.weight", ffn, dim));
       FERRY_ASSIGN_OR_RETURN(w.w_down, r.Matrix(p + "ffn_down.weight", dim, ffn));
     }
+    if (cfg.qk_norm) {
+      FERRY_ASSIGN_OR_RETURN(w.q_norm, r.Vector(p + "attn_q_norm.weight", cfg.head_dim));
+      FERRY_ASSIGN_OR_RETURN(w.k_norm, r.Vector(p + "attn_k_norm.weight", cfg.head_dim));
+    }
     if (r.Has(p + "attn_q.bias")) {
       FERRY_ASSIGN_OR_RETURN(w.bq, r.Vector(p + "attn_q.bias", q_dim));
       FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
@@ -256,6 +267,11 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
 
 AttentionBlock LlamaModel::BlockOf(int32_t l) const {
   AttentionBlock blk;
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  if (!w.q_norm.empty()) {  // per-head weights: the same for pruned and dense layers
+    blk.q_norm = w.q_norm.data();
+    blk.k_norm = w.k_norm.data();
+  }
   if (const SparseAttention::PrunedLayer* pr = attn_sparsity_.Pruned(l)) {
     const int64_t qd = static_cast<int64_t>(pr->kept.size()) * config_.head_dim;
     const int64_t kvd = static_cast<int64_t>(pr->kept_kv.size()) * config_.head_dim;
@@ -272,7 +288,6 @@ AttentionBlock LlamaModel::BlockOf(int32_t l) const {
     blk.head_kv = pr->head_kv.data();
     return blk;
   }
-  const LayerWeights& w = layers_[static_cast<size_t>(l)];
   blk.wqkv = w.wqkv.n_out > 0 ? &w.wqkv : nullptr;
   blk.wq = &w.wq;
   blk.wk = &w.wk;
@@ -360,14 +375,21 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
       kernels::AddInPlace(ki, blk.bk, kvd);
       kernels::AddInPlace(vi, blk.bv, kvd);
     }
+    if (blk.q_norm) {  // qwen3: each head RMS-normalized on its own, before RoPE
+      for (int h = 0; h < blk.n_q; ++h) kernels::RmsNorm(qi + h * hd, blk.q_norm, qi + h * hd, hd, c.rms_eps);
+      for (int h = 0; h < blk.n_kv; ++h)
+        kernels::RmsNorm(ki + h * hd, blk.k_norm, ki + h * hd, hd, c.rms_eps);
+    }
     const int32_t pos = p.b.positions[static_cast<size_t>(i)];
-    kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-    kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+    if (c.UsesRope(l)) {  // SmolLM3's NoPE layers attend by content alone
+      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+    }
     if (qi != q + i * qd) std::copy_n(qi, qd, q + i * qd);
     WriteKv(p, l, blk, i, ki, vi);
   }
   float* attn = p.s.layer.Floats(kAttn, n * qd);  // [n, n_q, hd]
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float scale = c.AttentionScale();
   auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* pool) {
     const int32_t seq = p.b.seq_ids[static_cast<size_t>(r.begin)];
     const int n_q = static_cast<int>(r.end - r.begin);
@@ -458,6 +480,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   float* tmp = s.layer.Floats(kTmp, n * dim);  // [n, dim] a block's output
 
   EmbedTokens(b, x);
+  if (c.embedding_scale != 0.0f) ScaleInPlace(x, n * dim, c.embedding_scale);  // granite
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     if (l == 0) {  // later layers get their norm fused with the previous residual add
@@ -465,11 +488,13 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
         kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
     }
     Attention(p, l, xn, tmp);
+    if (c.residual_scale != 0.0f) ScaleInPlace(tmp, n * dim, c.residual_scale);  // granite
     if (so.UsesHeadPruning() && options.stats)
       attn_sparsity_.CountHeadWork(c, l, n, sum_keys, *options.stats);
     for (int64_t i = 0; i < n; ++i)
       kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
     Ffn(p, l, xn, tmp);
+    if (c.residual_scale != 0.0f) ScaleInPlace(tmp, n * dim, c.residual_scale);
     if (l + 1 < c.n_layers) {  // residual add fused with the next layer's attention norm
       const std::vector<float>& next_norm = layers_[static_cast<size_t>(l) + 1].attn_norm;
       for (int64_t i = 0; i < n; ++i)
@@ -494,6 +519,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     ++n_out;
   }
   if (n_out > 0) output_.Apply(xn, n_out, logits, pool);
+  // granite divides the logits, as llama.cpp does: times the float reciprocal.
+  if (n_out > 0 && c.logit_scale != 0.0f) ScaleInPlace(logits, n_out * c.n_vocab, 1.0f / c.logit_scale);
   kv.EndForward(b);
   return Status::Ok();
 }

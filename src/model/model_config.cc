@@ -1,7 +1,15 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 namespace ferry {
 namespace {
+
+// qwen2moe's router weights are used as the softmax gives them; Mixtral and qwen3moe
+// renormalize the top k (llama.cpp hard-codes both; the key, when present, decides).
+bool DefaultExpertWeightsNorm(const std::string& arch) {
+  return arch != "qwen2moe";
+}
 
 // llama.cpp's keys: "{arch}.expert_count", "expert_used_count", "expert_feed_forward_length",
 // "expert_shared_feed_forward_length", "expert_weights_norm". Mixtral GGUFs (arch llama) give
@@ -10,32 +18,75 @@ namespace {
 Status ReadMoeConfig(const Metadata& md, const std::string& p, ModelConfig* c) {
   const int64_t n_expert = md.GetInt(p + "expert_count").value_or(0);
   if (n_expert == 0) {
-    if (c->arch == "qwen2moe") return InvalidArgumentError("metadata key '{}expert_count' is missing", p);
+    if (c->arch == "qwen2moe" || c->arch == "qwen3moe")
+      return InvalidArgumentError("metadata key '{}expert_count' is missing", p);
     return Status::Ok();
   }
   const int64_t used = md.GetInt(p + "expert_used_count").value_or(0);
   if (n_expert < 0 || n_expert > 4096 || used <= 0 || used > n_expert)
-    return InvalidArgumentError("'{}expert_count' = {} and '{}expert_used_count' = {} must satisfy 1 <= used <= count <= 4096",
-                                p, n_expert, p, used);
+    return InvalidArgumentError(
+        "'{}expert_count' = {} and '{}expert_used_count' = {} must satisfy 1 <= used <= count <= 4096", p,
+        n_expert, p, used);
   const int64_t ffn = md.GetInt(p + "expert_feed_forward_length").value_or(c->ffn_dim);
   const int64_t shared = md.GetInt(p + "expert_shared_feed_forward_length").value_or(0);
   if (ffn <= 0 || ffn > (1 << 30) || shared < 0 || shared > (1 << 30))
-    return InvalidArgumentError("'{}expert_feed_forward_length' = {} / '{}expert_shared_feed_forward_length' = {} out of range",
-                                p, ffn, p, shared);
+    return InvalidArgumentError(
+        "'{}expert_feed_forward_length' = {} / '{}expert_shared_feed_forward_length' = {} out of range", p,
+        ffn, p, shared);
   c->n_expert = static_cast<int32_t>(n_expert);
   c->n_expert_used = static_cast<int32_t>(used);
   c->expert_ffn_dim = static_cast<int32_t>(ffn);
   c->shared_expert_ffn_dim = static_cast<int32_t>(shared);
-  c->expert_weights_norm = md.GetBool(p + "expert_weights_norm").value_or(c->arch != "qwen2moe");
+  c->expert_weights_norm = md.GetBool(p + "expert_weights_norm").value_or(DefaultExpertWeightsNorm(c->arch));
+  return Status::Ok();
+}
+
+// Which layers skip RoPE. SmolLM3 GGUFs carry no list: llama.cpp hard-codes every 4th layer
+// (n_no_rope_layer_step = 4: layers 3, 7, 11, ...). Hugging Face folders state theirs
+// ("no_rope_layers"), converted to "ferry.rope.nope_layers" ([n_layers], 1 = no RoPE).
+// Granite without rope_finetuned runs no RoPE anywhere (llama.cpp's switch).
+Status ReadNopeLayers(const Metadata& md, const std::string& p, ModelConfig* c) {
+  const size_t n = static_cast<size_t>(c->n_layers);
+  if (auto list = md.GetIntArray("ferry.rope.nope_layers")) {
+    if (list->size() != n)
+      return InvalidArgumentError("'ferry.rope.nope_layers' has {} entries for {} layers", list->size(), n);
+    for (int64_t v : *list) c->nope_layers.push_back(v != 0 ? 1 : 0);
+  } else if (c->arch == "smollm3") {
+    for (size_t l = 0; l < n; ++l) c->nope_layers.push_back((l + 1) % 4 == 0 ? 1 : 0);
+  } else if (c->arch == "granite" && !md.GetBool(p + "rope.scaling.finetuned").value_or(true)) {
+    c->nope_layers.assign(n, 1);
+  }
+  return Status::Ok();
+}
+
+// Granite's multipliers; llama.cpp requires logit_scale and defaults the rest to 0 (unused).
+Status ReadGraniteScales(const Metadata& md, const std::string& p, ModelConfig* c) {
+  if (c->arch != "granite") return Status::Ok();
+  auto logit = md.GetFloat(p + "logit_scale");
+  if (!logit) return InvalidArgumentError("metadata key '{}logit_scale' is missing", p);
+  c->logit_scale = static_cast<float>(*logit);
+  c->embedding_scale = static_cast<float>(md.GetFloat(p + "embedding_scale").value_or(0.0));
+  c->attention_scale = static_cast<float>(md.GetFloat(p + "attention.scale").value_or(0.0));
+  c->residual_scale = static_cast<float>(md.GetFloat(p + "residual_scale").value_or(0.0));
+  if (!(c->logit_scale != 0.0f) || !std::isfinite(c->logit_scale) || !std::isfinite(c->embedding_scale) ||
+      !std::isfinite(c->attention_scale) || !std::isfinite(c->residual_scale))
+    return InvalidArgumentError("'{}logit_scale' must be finite and nonzero, the other scales finite", p);
   return Status::Ok();
 }
 
 }  // namespace
 
+float ModelConfig::AttentionScale() const {
+  return attention_scale != 0.0f ? attention_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
 Status CheckArchitecture(const std::string& arch) {
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe")
-    return UnsupportedError("architecture '{}' is not supported (supported: llama, qwen2, qwen2moe)", arch);
-  return Status::Ok();
+  for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3"})
+    if (arch == known) return Status::Ok();
+  return UnsupportedError(
+      "architecture '{}' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, "
+      "smollm3)",
+      arch);
 }
 
 StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
@@ -50,7 +101,8 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   auto req_int = [&](const std::string& key, int32_t* out) -> Status {
     auto v = md.GetInt(p + key);
     if (!v) return InvalidArgumentError("metadata key '{}{}' is missing or not an integer", p, key);
-    if (*v <= 0 || *v > (1 << 30)) return InvalidArgumentError("metadata key '{}{}' = {} is out of range", p, key, *v);
+    if (*v <= 0 || *v > (1 << 30))
+      return InvalidArgumentError("metadata key '{}{}' = {} is out of range", p, key, *v);
     *out = static_cast<int32_t>(*v);
     return Status::Ok();
   };
@@ -70,13 +122,17 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
     if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none") {
     // Never run a model with positions encoded differently from how it was trained.
-    return UnsupportedError("rope scaling type '{}' ('{}rope.scaling.type') is not supported yet (none, linear)",
-                            scaling, p);
+    return UnsupportedError(
+        "rope scaling type '{}' ('{}rope.scaling.type') is not supported yet (none, linear)", scaling, p);
   }
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.
-  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen2moe" || md.GetBool("ferry.rope.neox").value_or(false);
+  const bool qwen = c.arch == "qwen2" || c.arch == "qwen2moe" || c.arch == "qwen3" || c.arch == "qwen3moe";
+  c.rope_neox = qwen || md.GetBool("ferry.rope.neox").value_or(false);
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
   FERRY_RETURN_IF_ERROR(ReadMoeConfig(md, p, &c));
+  FERRY_RETURN_IF_ERROR(ReadNopeLayers(md, p, &c));
+  FERRY_RETURN_IF_ERROR(ReadGraniteScales(md, p, &c));
   if (auto v = md.GetInt(p + "vocab_size")) {
     c.n_vocab = static_cast<int32_t>(*v);
   } else if (const MetaValue* toks = md.Find("tokenizer.ggml.tokens")) {
@@ -92,14 +148,19 @@ Status ModelConfig::Validate() const {
     return InvalidArgumentError("vocabulary size unknown: set '{}.vocab_size' or tokenizer.ggml.tokens",
                                 arch);
   if (dim <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 || ffn_dim <= 0 || head_dim <= 0)
-    return InvalidArgumentError("non-positive model dimension (dim {}, layers {}, heads {}, kv heads {}, ffn {})", dim,
-                                n_layers, n_heads, n_kv_heads, ffn_dim);
+    return InvalidArgumentError(
+        "non-positive model dimension (dim {}, layers {}, heads {}, kv heads {}, ffn {})", dim, n_layers,
+        n_heads, n_kv_heads, ffn_dim);
   if (n_heads % n_kv_heads != 0)
     return InvalidArgumentError("head_count {} is not a multiple of head_count_kv {}", n_heads, n_kv_heads);
+  if (!nope_layers.empty() && nope_layers.size() != static_cast<size_t>(n_layers))
+    return InvalidArgumentError("{} NoPE layer flags for {} layers", nope_layers.size(), n_layers);
   if (rot_dim <= 0 || rot_dim > head_dim || rot_dim % 2 != 0)
-    return InvalidArgumentError("rope.dimension_count {} must be even and at most the head size {}", rot_dim, head_dim);
+    return InvalidArgumentError("rope.dimension_count {} must be even and at most the head size {}", rot_dim,
+                                head_dim);
   if (!(rms_eps > 0.0f) || !(rope_theta > 0.0f))
-    return InvalidArgumentError("rms epsilon ({}) and rope freq_base ({}) must be positive", rms_eps, rope_theta);
+    return InvalidArgumentError("rms epsilon ({}) and rope freq_base ({}) must be positive", rms_eps,
+                                rope_theta);
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "core/metadata.h"
@@ -11,13 +12,13 @@
 namespace ferry {
 
 struct ModelConfig {
-  std::string arch;         // "llama", "qwen2", "qwen2moe"
-  std::string name;         // general.name, for display
+  std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3"
+  std::string name;  // general.name, for display
   int32_t n_vocab = 0;
-  int32_t dim = 0;          // embedding width
+  int32_t dim = 0;  // embedding width
   int32_t n_layers = 0;
   int32_t n_heads = 0;
-  int32_t n_kv_heads = 0;   // < n_heads: grouped-query attention
+  int32_t n_kv_heads = 0;  // < n_heads: grouped-query attention
   int32_t head_dim = 0;
   int32_t ffn_dim = 0;
   int32_t n_ctx_train = 0;  // context length the model was trained for
@@ -26,6 +27,22 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: positions are multiplied by this
   bool rope_neox = false;        // rotate-half pairs (j, j+rot/2) instead of (2j, 2j+1)
+  // Layers whose q/k get no RoPE at all (SmolLM3's NoPE layers); [n_layers], empty: RoPE everywhere.
+  std::vector<uint8_t> nope_layers;
+  bool UsesRope(int32_t layer) const {
+    return nope_layers.empty() || !nope_layers[static_cast<size_t>(layer)];
+  }
+  // qwen3: RMSNorm (attn_q_norm / attn_k_norm, [head_dim]) on each head of q and k before RoPE.
+  bool qk_norm = false;
+
+  // Granite's multipliers (llama.cpp's f_*_scale; 0 = absent): the embeddings are multiplied by
+  // embedding_scale, attention scores by attention_scale (instead of 1/sqrt(head_dim)), each
+  // block's output by residual_scale before its residual add, and the logits divided by logit_scale.
+  float embedding_scale = 0.0f;
+  float attention_scale = 0.0f;
+  float residual_scale = 0.0f;
+  float logit_scale = 0.0f;
+  float AttentionScale() const;  // what q.k is multiplied by before the softmax
 
   // Mixture of experts ("{arch}.expert_count" > 0): every layer's FFN is n_expert experts of
   // expert_ffn_dim, n_expert_used chosen per token by a softmax router (model/moe.h).

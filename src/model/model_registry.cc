@@ -18,11 +18,17 @@ constexpr Entry kArchitectures[] = {
     {"llama", &CreateLlamaModel},
     {"qwen2", &CreateLlamaModel},
     {"qwen2moe", &CreateLlamaModel},  // qwen2 attention + MoE FFN with a shared expert (model/moe.h)
+    // The rest differ from llama only by ModelConfig flags the one forward pass reads:
+    {"qwen3", &CreateLlamaModel},     // per-head q/k RMSNorm before RoPE (qk_norm), no biases
+    {"qwen3moe", &CreateLlamaModel},  // qwen3 attention + routed experts, no shared expert
+    {"granite", &CreateLlamaModel},   // embedding / attention / residual / logit multipliers
+    {"smollm3", &CreateLlamaModel},   // no RoPE on every 4th layer (nope_layers)
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source, const ModelOptions& options) {
+StatusOr<std::unique_ptr<Model>> CreateModel(const formats::WeightSource& source,
+                                             const ModelOptions& options) {
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromMetadata(source.metadata()));
   for (const Entry& e : kArchitectures)
     if (e.arch == config.arch) return e.create(source, config, options);

@@ -27,7 +27,26 @@ const std::vector<ModelPreset> kPresets = {
     // Mixtral 8x7B: dim 4096, ffn 14336 (3.5x), 32/8 heads, theta 1e6, 8 experts top-2.
     {"mixtral-mini", "llama", 32000, 1024, 8, 16, 4, 3584, 4096, 1000000.0f, false, 8, 2, 0},
     {"mixtral-mini-dense", "llama", 32000, 1024, 8, 16, 4, 8 * 3584, 4096, 1000000.0f, false},
+    // qwen3: per-head q/k norms; head_dim 32 is not dim / heads (as Qwen3's 128 at 1024 / 16).
+    {"qwen3-tiny", "qwen3", 512, 64, 2, 4, 2, 192, 512, 1000000.0f, true, 0, 0, 0, 32},
+    {"qwen3moe-tiny", "qwen3moe", 512, 64, 2, 4, 2, 64, 512, 1000000.0f, false, 8, 2, 0, 32},
+    {"granite-tiny", "granite", 512, 64, 2, 4, 2, 192, 512, 10000.0f, true},
+    // 4 layers: layer 3 is a NoPE layer (llama.cpp: every 4th).
+    {"smollm3-tiny", "smollm3", 512, 64, 4, 4, 2, 192, 512, 10000.0f, true},
+    // Real shapes (config.json of Qwen/Qwen3-0.6B, ibm-granite/granite-3.3-2b-base,
+    // HuggingFaceTB/SmolLM3-3B).
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, 0, 0, 0, 128},
+    {"granite-3-2b", "granite", 49159, 2048, 40, 32, 8, 8192, 131072, 10000000.0f, true},
+    {"smollm3-3b", "smollm3", 128256, 2048, 36, 16, 4, 11008, 65536, 5000000.0f, true},
 };
+
+// Granite 3.x's multipliers (granite-3.3-2b's config.json): llama.cpp's GGUF keys.
+void AddGraniteScales(Metadata& md) {
+  md.SetFloat("granite.embedding_scale", 12.0);
+  md.SetFloat("granite.attention.scale", 0.015625);
+  md.SetFloat("granite.residual_scale", 0.22);
+  md.SetFloat("granite.logit_scale", 8.0);
+}
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a uniform weight type.
 int32_t FileType(DType t) {
@@ -155,7 +174,8 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
 }
 
 struct PlannedTensor {
-  enum Kind { kMatrix, kNorm, kBias, kRouter };  // kRouter: f32 random (MoE router, shared gate)
+  // kRouter: f32 random (MoE router, shared gate); kQkNorm: f32 1 + noise (qwen3 q/k norms).
+  enum Kind { kMatrix, kNorm, kBias, kRouter, kQkNorm };
   std::string name;
   std::vector<int64_t> shape;  // outermost first
   Kind kind;
@@ -191,7 +211,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   if (options.q4_k_m && options.type != DType::kQ4_K)
     return InvalidArgumentError("the Q4_K_M mix needs type q4_k, not {}", DTypeName(options.type));
   const ModelPreset& p = *it;
-  const int64_t head_dim = p.dim / p.n_heads;
+  const int64_t head_dim = p.HeadDim();
 
   Metadata md;
   const std::string a = p.arch + ".";
@@ -204,6 +224,11 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
   md.SetUint(a + "feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
   md.SetUint(a + "rope.dimension_count", static_cast<uint64_t>(head_dim));
+  if (p.head_dim > 0) {
+    md.SetUint(a + "attention.key_length", static_cast<uint64_t>(head_dim));
+    md.SetUint(a + "attention.value_length", static_cast<uint64_t>(head_dim));
+  }
+  if (p.arch == "granite") AddGraniteScales(md);
   md.SetUint(a + "attention.head_count", static_cast<uint64_t>(p.n_heads));
   md.SetUint(a + "attention.head_count_kv", static_cast<uint64_t>(p.n_kv_heads));
   md.SetFloat(a + "attention.layer_norm_rms_epsilon", 1e-5);
@@ -218,7 +243,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   }
   AddSyntheticVocab(md, p.n_vocab);
 
-  const int64_t q_dim = p.dim, kv_dim = head_dim * p.n_kv_heads;
+  const int64_t q_dim = head_dim * p.n_heads, kv_dim = head_dim * p.n_kv_heads;
   using K = PlannedTensor::Kind;
   const bool bias = p.arch == "qwen2" || p.arch == "qwen2moe";
   std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
@@ -228,6 +253,10 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
     plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
     plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
+    if (p.arch == "qwen3" || p.arch == "qwen3moe") {
+      plan.push_back({b + "attn_q_norm.weight", {head_dim}, K::kQkNorm});
+      plan.push_back({b + "attn_k_norm.weight", {head_dim}, K::kQkNorm});
+    }
     if (bias) {
       plan.push_back({b + "attn_q.bias", {q_dim}, K::kBias});
       plan.push_back({b + "attn_k.bias", {kv_dim}, K::kBias});
@@ -298,6 +327,9 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
         const uint64_t seed = options.seed ^ (ti << 40) ^ static_cast<uint64_t>(r) * 0x9E37ull;
         if (t.kind == K::kNorm) {
           std::fill(row.begin(), row.end(), 1.0f);
+        } else if (t.kind == K::kQkNorm) {
+          FillNormal(row.data(), cols, options.qk_norm_stddev, seed);
+          for (float& v : row) v += 1.0f;
         } else {
           // Router rows ~ N(0, (2/sqrt(cols))^2): logits of a normalized input then have a spread
           // of about 2, so routing is decisive rather than near-uniform at any width.

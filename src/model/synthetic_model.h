@@ -14,15 +14,19 @@ namespace ferry {
 
 struct ModelPreset {
   std::string name;
-  std::string arch;  // "llama" or "qwen2" (q/k/v biases, neox RoPE)
+  std::string arch;  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms), "qwen3moe", "granite", "smollm3"
   int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
   float rope_theta;
   bool tied_embeddings;
   // Mixture of experts (0 experts: dense). ffn_dim is then each expert's width; qwen2moe
   // presets add an always-on shared expert of shared_ffn_dim.
   int32_t n_expert = 0, n_expert_used = 0, shared_ffn_dim = 0;
+  int32_t head_dim = 0;  // 0: dim / n_heads; else written as attention.key_length (qwen3: 128 at dim 1024)
+  int32_t HeadDim() const { return head_dim > 0 ? head_dim : dim / n_heads; }
 };
 
+// New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny"
+// and the real shapes "qwen3-0.6b", "granite-3-2b", "smollm3-3b".
 // "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m", "tinyllama-1.1b", "smollm-draft"
 // (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared
 // expert, unnormalized weights), "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and
@@ -39,7 +43,10 @@ struct SyntheticModelOptions {
   uint64_t seed = 1234;
   float stddev = 0.02f;       // weights ~ N(0, stddev^2), norms = 1
   float bias_stddev = 0.02f;  // q/k/v biases of qwen2 presets ~ N(0, bias_stddev^2)
-  int32_t threads = 0;        // 0 = physical cores
+  // qwen3's per-head q/k norm weights ~ 1 + N(0, qk_norm_stddev^2): not all ones, so a forward
+  // pass that normalizes but drops the weights differs.
+  float qk_norm_stddev = 0.2f;
+  int32_t threads = 0;  // 0 = physical cores
   bool show_progress = false;
 };
 

@@ -69,7 +69,9 @@ TEST(InfoRunnable, IntactModelIsRunnable) {
 TEST(InfoRunnable, UnknownArchitectureIsNamedWithTheSupportedOnes) {
   const std::string path =
       WriteEdited("arch.gguf", [](auto&, Metadata& md) { md.SetString("general.architecture", "gpt2"); });
-  ExpectNotRunnable(path, "architecture 'gpt2' is not supported (supported: llama, qwen2, qwen2moe)");
+  ExpectNotRunnable(path,
+                    "architecture 'gpt2' is not supported (supported: llama, qwen2, qwen2moe, qwen3, "
+                    "qwen3moe, granite, smollm3)");
 }
 
 }  // namespace

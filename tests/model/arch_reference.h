@@ -1,0 +1,196 @@
+// A plain scalar forward pass of the llama-family architectures (llama, qwen3, qwen3moe, granite,
+// smollm3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and sharing no code
+// with model/llama.cc: it reads the metadata keys and tensors itself, in double precision, one
+// token at a time over the whole prefix. Slow and obvious on purpose.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "formats/weight_source.h"
+#include "kernels/kernels.h"
+
+namespace ferry::testing {
+
+class ReferenceForward {
+ public:
+  explicit ReferenceForward(const formats::WeightSource& src) : src_(src) {
+    const Metadata& md = src.metadata();
+    arch_ = *md.GetString("general.architecture");
+    const std::string p = arch_ + ".";
+    dim_ = *md.GetInt(p + "embedding_length");
+    layers_ = *md.GetInt(p + "block_count");
+    heads_ = *md.GetInt(p + "attention.head_count");
+    kv_heads_ = md.GetInt(p + "attention.head_count_kv").value_or(heads_);
+    hd_ = md.GetInt(p + "attention.key_length").value_or(dim_ / heads_);
+    eps_ = *md.GetFloat(p + "attention.layer_norm_rms_epsilon");
+    theta_ = md.GetFloat(p + "rope.freq_base").value_or(10000.0);
+    experts_ = md.GetInt(p + "expert_count").value_or(0);
+    experts_used_ = md.GetInt(p + "expert_used_count").value_or(0);
+    vocab_ = *md.GetInt(p + "vocab_size");
+    neox_ = arch_.rfind("qwen", 0) == 0 || md.GetBool("ferry.rope.neox").value_or(false);
+    qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe";
+    if (arch_ == "granite") {  // llama.cpp's f_*_scale; 0 = not applied
+      emb_scale_ = md.GetFloat(p + "embedding_scale").value_or(0.0);
+      attn_scale_ = md.GetFloat(p + "attention.scale").value_or(0.0);
+      res_scale_ = md.GetFloat(p + "residual_scale").value_or(0.0);
+      logit_scale_ = *md.GetFloat(p + "logit_scale");
+    }
+    for (int64_t l = 0; l < layers_; ++l) {
+      bool rope = !(arch_ == "smollm3" && (l + 1) % 4 == 0);  // llama.cpp: n_no_rope_layer_step 4
+      if (auto list = md.GetIntArray("ferry.rope.nope_layers")) rope = (*list)[static_cast<size_t>(l)] == 0;
+      rope_.push_back(rope);
+    }
+  }
+
+  // logits: [n, vocab] for tokens at positions 0..n-1 of one sequence.
+  std::vector<double> Run(const std::vector<int32_t>& toks) const {
+    const int64_t n = static_cast<int64_t>(toks.size()), q_dim = heads_ * hd_, kv_dim = kv_heads_ * hd_;
+    const std::vector<double> emb = T("token_embd.weight");
+    std::vector<double> x(static_cast<size_t>(n * dim_));  // [n, dim] residual stream
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t d = 0; d < dim_; ++d)
+        x[i * dim_ + d] = emb[toks[i] * dim_ + d] * (emb_scale_ != 0 ? emb_scale_ : 1.0);
+    for (int64_t l = 0; l < layers_; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      std::vector<double> xn = Norm(x, n, dim_, T(b + "attn_norm.weight"));
+      std::vector<double> q = MatMul(T(b + "attn_q.weight"), xn, n, q_dim, dim_);  // [n, heads, hd]
+      std::vector<double> k = MatMul(T(b + "attn_k.weight"), xn, n, kv_dim, dim_);
+      std::vector<double> v = MatMul(T(b + "attn_v.weight"), xn, n, kv_dim, dim_);
+      if (qk_norm_) {  // every head of q and k on its own
+        q = Norm(q, n * heads_, hd_, T(b + "attn_q_norm.weight"));
+        k = Norm(k, n * kv_heads_, hd_, T(b + "attn_k_norm.weight"));
+      }
+      if (rope_[static_cast<size_t>(l)]) {
+        Rope(q, n, heads_);
+        Rope(k, n, kv_heads_);
+      }
+      const double scale = attn_scale_ != 0 ? attn_scale_ : 1.0 / std::sqrt(static_cast<double>(hd_));
+      std::vector<double> att(static_cast<size_t>(n * q_dim));  // [n, heads, hd]
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < heads_; ++h) {
+          const int64_t g = h / (heads_ / kv_heads_);
+          std::vector<double> s(static_cast<size_t>(i + 1));
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < hd_; ++d)
+              dot += q[(i * heads_ + h) * hd_ + d] * k[(j * kv_heads_ + g) * hd_ + d];
+            s[j] = dot * scale;
+          }
+          Softmax(s);
+          for (int64_t j = 0; j <= i; ++j)
+            for (int64_t d = 0; d < hd_; ++d)
+              att[(i * heads_ + h) * hd_ + d] += s[j] * v[(j * kv_heads_ + g) * hd_ + d];
+        }
+      AddScaled(x, MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim));
+      xn = Norm(x, n, dim_, T(b + "ffn_norm.weight"));
+      AddScaled(x, experts_ > 0 ? Moe(b, xn, n) : SwiGlu(b + "ffn_", ".weight", xn, n));
+    }
+    std::vector<double> logits = MatMul(src_.FindTensor("output.weight") ? T("output.weight") : emb,
+                                        Norm(x, n, dim_, T("output_norm.weight")), n, vocab_, dim_);
+    if (logit_scale_ != 0)
+      for (double& z : logits) z /= logit_scale_;
+    return logits;
+  }
+
+ private:
+  // Any stored type, as doubles in the file's order (outermost dimension first).
+  std::vector<double> T(const std::string& name) const {
+    const formats::TensorRef* t = src_.FindTensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    if (!t) return {};
+    std::vector<float> f(static_cast<size_t>(t->NumElements()));
+    kernels::DequantizeRow(t->dtype, t->data, f.data(), t->NumElements());
+    return std::vector<double>(f.begin(), f.end());
+  }
+  // y: [n, rows] = x: [n, cols] . w^T, w: [rows, cols] (w may be a slice at offset `w0`).
+  static std::vector<double> MatMul(const std::vector<double>& w, const std::vector<double>& x, int64_t n,
+                                    int64_t rows, int64_t cols, int64_t w0 = 0) {
+    std::vector<double> y(static_cast<size_t>(n * rows));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < rows; ++r) {
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += w[w0 + r * cols + c] * x[i * cols + c];
+        y[i * rows + r] = s;
+      }
+    return y;
+  }
+  std::vector<double> Norm(const std::vector<double>& x, int64_t rows, int64_t n,
+                           const std::vector<double>& w) const {
+    std::vector<double> y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += x[r * n + i] * x[r * n + i];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps_);
+      for (int64_t i = 0; i < n; ++i) y[r * n + i] = x[r * n + i] * inv * w[i];
+    }
+    return y;
+  }
+  void Rope(std::vector<double>& x, int64_t n, int64_t heads) const {
+    const int64_t half = hd_ / 2;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t j = 0; j < half; ++j) {
+          const double a = static_cast<double>(i) * std::pow(theta_, -2.0 * static_cast<double>(j) / hd_);
+          double* row = &x[(i * heads + h) * hd_];
+          double& x0 = neox_ ? row[j] : row[2 * j];
+          double& x1 = neox_ ? row[j + half] : row[2 * j + 1];
+          const double r0 = x0 * std::cos(a) - x1 * std::sin(a), r1 = x0 * std::sin(a) + x1 * std::cos(a);
+          x0 = r0;
+          x1 = r1;
+        }
+  }
+  static void Softmax(std::vector<double>& s) {
+    const double m = *std::max_element(s.begin(), s.end());
+    double sum = 0;
+    for (double& v : s) sum += (v = std::exp(v - m));
+    for (double& v : s) v /= sum;
+  }
+  void AddScaled(std::vector<double>& x, const std::vector<double>& delta) const {
+    for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i] * (res_scale_ != 0 ? res_scale_ : 1.0);
+  }
+  // down(silu(gate x) * up x) of one dense FFN, or of expert e of a 3-D expert tensor.
+  std::vector<double> SwiGlu(const std::string& pre, const std::string& post, const std::vector<double>& xn,
+                             int64_t n, int64_t e = 0) const {
+    const std::vector<double> wg = T(pre + "gate" + post), wu = T(pre + "up" + post),
+                              wd = T(pre + "down" + post);
+    const int64_t ffn = static_cast<int64_t>(wg.size()) / dim_ / (experts_ > 0 ? experts_ : 1);
+    std::vector<double> g = MatMul(wg, xn, n, ffn, dim_, e * ffn * dim_),
+                        u = MatMul(wu, xn, n, ffn, dim_, e * ffn * dim_);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    return MatMul(wd, g, n, dim_, ffn, e * ffn * dim_);
+  }
+  // qwen3moe (llama.cpp build_moe_ffn, softmax gating, top-k weights renormalized to sum 1).
+  std::vector<double> Moe(const std::string& b, const std::vector<double>& xn, int64_t n) const {
+    const std::vector<double> logits = MatMul(T(b + "ffn_gate_inp.weight"), xn, n, experts_, dim_);
+    std::vector<double> out(static_cast<size_t>(n * dim_));
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<double> p(logits.begin() + i * experts_, logits.begin() + (i + 1) * experts_);
+      Softmax(p);
+      std::vector<int64_t> order(static_cast<size_t>(experts_));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return p[a] > p[c]; });
+      double sum = 0;
+      for (int64_t r = 0; r < experts_used_; ++r) sum += p[order[r]];
+      const std::vector<double> row(xn.begin() + i * dim_, xn.begin() + (i + 1) * dim_);
+      for (int64_t r = 0; r < experts_used_; ++r) {
+        const std::vector<double> y = SwiGlu(b + "ffn_", "_exps.weight", row, 1, order[r]);
+        for (int64_t d = 0; d < dim_; ++d) out[i * dim_ + d] += p[order[r]] / sum * y[d];
+      }
+    }
+    return out;
+  }
+
+  const formats::WeightSource& src_;
+  std::string arch_;
+  int64_t dim_, layers_, heads_, kv_heads_, hd_, experts_, experts_used_, vocab_;
+  double eps_, theta_, emb_scale_ = 0, attn_scale_ = 0, res_scale_ = 0, logit_scale_ = 0;
+  bool neox_, qk_norm_;
+  std::vector<bool> rope_;  // [layers] false: a NoPE layer
+};
+
+}  // namespace ferry::testing

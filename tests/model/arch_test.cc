@@ -1,0 +1,239 @@
+// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3): each tiny preset against
+// the plain scalar reference of arch_reference.h on every ISA table, the config each reads
+// from its GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "arch_reference.h"
+#include "formats/safetensors.h"
+#include "formats/weight_source.h"
+#include "isa_guard.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "synthetic_layer_fixture.h"
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+const char* const kTinyPresets[] = {"qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny"};
+
+std::vector<int32_t> Prompt(int n) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(3 + (i * 37 + 11) % 500);
+  return t;
+}
+
+// Logits [n, vocab] of the whole prompt in one batch, on an f32 KV cache.
+std::vector<float> Logits(const Model& m, const std::vector<int32_t>& toks) {
+  const ModelConfig& c = m.config();
+  auto kv = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, KvCacheTypes::F32());
+  EXPECT_TRUE(kv.ok());
+  ForwardBatch b;
+  for (size_t i = 0; i < toks.size(); ++i) b.Add(toks[i], static_cast<int32_t>(i), 0, true);
+  std::vector<float> out(toks.size() * static_cast<size_t>(c.n_vocab));
+  Status st = m.Forward(b, *kv, out.data(), nullptr);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+double MaxAbs(const std::vector<float>& a) {
+  double m = 0;
+  for (float v : a) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
+// Every layer of every architecture, on every ISA, against the scalar reference: the f32 file
+// leaves only float summation order between them.
+TEST(Architectures, TinyPresetsMatchScalarReference) {
+  for (const char* preset : kTinyPresets) {
+    const std::string path = testing::WriteSyntheticTestModel(testing::TempDir(), preset, DType::kF32);
+    testing::OpenedModel om = testing::OpenTestModel(path);
+    ASSERT_TRUE(om.src);
+    const auto toks = Prompt(12);
+    const std::vector<double> ref = testing::ReferenceForward(*om.src).Run(toks);
+    for (kernels::Isa isa : testing::TestIsas()) {
+      testing::ScopedIsa guard(isa);
+      auto m = CreateModel(*om.src);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      const std::vector<float> got = Logits(**m, toks);
+      ASSERT_EQ(got.size(), ref.size());
+      double max_diff = 0, max_ref = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
+        max_ref = std::max(max_ref, std::fabs(ref[i]));
+      }
+      EXPECT_GT(max_ref, 0.1) << preset;  // logits far from flat: the test can see a wrong layer
+      EXPECT_LE(max_diff, 1e-4 * max_ref) << preset << " on " << kernels::IsaName(isa);
+    }
+  }
+}
+
+TEST(Architectures, ConfigFromGgufKeys) {
+  auto open = [](const char* preset) {
+    return testing::OpenTestModel(testing::WriteSyntheticTestModel(testing::TempDir(), preset, DType::kF32))
+        .cfg;
+  };
+  const ModelConfig q3 = open("qwen3-tiny");
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_TRUE(q3.rope_neox);
+  EXPECT_EQ(q3.head_dim, 32);  // attention.key_length, not dim / heads = 16
+  EXPECT_TRUE(q3.nope_layers.empty());
+  const ModelConfig moe = open("qwen3moe-tiny");
+  EXPECT_TRUE(moe.qk_norm && moe.IsMoe() && moe.expert_weights_norm);
+  EXPECT_EQ(moe.n_expert, 8);
+  EXPECT_EQ(moe.shared_expert_ffn_dim, 0);
+  const ModelConfig g = open("granite-tiny");
+  EXPECT_FALSE(g.rope_neox || g.qk_norm);
+  EXPECT_FLOAT_EQ(g.embedding_scale, 12.0f);
+  EXPECT_FLOAT_EQ(g.AttentionScale(), 0.015625f);
+  EXPECT_FLOAT_EQ(g.residual_scale, 0.22f);
+  EXPECT_FLOAT_EQ(g.logit_scale, 8.0f);
+  const ModelConfig s = open("smollm3-tiny");
+  EXPECT_EQ(s.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));  // llama.cpp: every 4th layer
+  EXPECT_FALSE(s.UsesRope(3));
+  EXPECT_TRUE(s.UsesRope(2));
+}
+
+TEST(Architectures, GraniteNeedsLogitScale) {
+  auto src = formats::OpenWeightSource(
+      testing::WriteSyntheticTestModel(testing::TempDir(), "granite-tiny", DType::kF32));
+  ASSERT_TRUE(src.ok());
+  Metadata md;
+  for (const auto& [k, v] : (*src)->metadata().entries())
+    if (k != "granite.logit_scale") md.Set(k, v);
+  auto cfg = ModelConfig::FromMetadata(md);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("granite.logit_scale"), std::string::npos) << cfg.status().ToString();
+}
+
+// --- Hugging Face folders of the same weights --------------------------------------------
+
+// llama.cpp tensor name -> transformers' (the inverse of formats/hf_names.cc, written out).
+std::string HfName(const std::string& g) {
+  static const std::map<std::string, std::string> kGlobal = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"}};
+  static const std::map<std::string, std::string> kLayer = {
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate_inp.weight", "mlp.gate.weight"}};
+  if (auto it = kGlobal.find(g); it != kGlobal.end()) return it->second;
+  const size_t dot = g.find('.', 4);
+  return "model.layers." + g.substr(4, dot - 4) + "." + kLayer.at(g.substr(dot + 1));
+}
+
+// llama.cpp's convert permutes llama-style q/k rows from rotate-half into interleaved pairs;
+// row r of a head in HF order is row OriginalRow(r) in the GGUF.
+int64_t GgufRow(int64_t hf_row, int64_t head_dim) {
+  const int64_t h = hf_row / head_dim, r = hf_row % head_dim, half = head_dim / 2;
+  return h * head_dim + (r % half) * 2 + r / half;
+}
+
+// Writes dir/config.json + model.safetensors holding the GGUF's f32 weights under HF names.
+void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, const std::string& hf_arch,
+                   const std::string& extra_config, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const bool permuted = !c.rope_neox;  // llama-style GGUFs hold q/k interleaved
+  std::vector<std::vector<float>> store;
+  store.reserve(gguf.tensors().size() * static_cast<size_t>(c.n_expert + 1) * 3);
+  std::vector<formats::SafetensorsTensor> out;
+  for (const formats::TensorRef& t : gguf.tensors()) {
+    ASSERT_EQ(t.dtype, DType::kF32) << t.name;
+    const auto* f = static_cast<const float*>(t.data);
+    if (t.name.ends_with("_exps.weight")) {  // [E, rows, cols] -> one tensor per expert
+      const std::string which =
+          t.name.substr(t.name.find("ffn_") + 4, t.name.find("_exps") - t.name.find("ffn_") - 4);
+      const int64_t per = t.shape[1] * t.shape[2];
+      for (int64_t e = 0; e < t.shape[0]; ++e) {
+        store.emplace_back(f + e * per, f + (e + 1) * per);
+        out.push_back({"model.layers." + t.name.substr(4, t.name.find('.', 4) - 4) + ".mlp.experts." +
+                           std::to_string(e) + "." + which + "_proj.weight",
+                       DType::kF32,
+                       {t.shape[1], t.shape[2]},
+                       store.back().data(),
+                       store.back().size() * 4});
+      }
+      continue;
+    }
+    store.emplace_back(f, f + t.NumElements());
+    std::vector<float>& w = store.back();
+    if (permuted && (t.name.ends_with("attn_q.weight") || t.name.ends_with("attn_k.weight"))) {
+      const int64_t cols = t.shape[1];
+      for (int64_t r = 0; r < t.shape[0]; ++r)
+        std::copy_n(f + GgufRow(r, c.head_dim) * cols, cols, w.begin() + r * cols);
+    }
+    out.push_back({HfName(t.name), DType::kF32, t.shape, w.data(), w.size() * 4});
+  }
+  ASSERT_TRUE(formats::WriteSafetensors(dir + "/model.safetensors", out).ok());
+  std::ofstream(dir + "/config.json")
+      << "{\"architectures\": [\"" << hf_arch << "\"], \"hidden_size\": " << c.dim
+      << ", \"intermediate_size\": " << c.ffn_dim << ", \"num_hidden_layers\": " << c.n_layers
+      << ", \"num_attention_heads\": " << c.n_heads << ", \"num_key_value_heads\": " << c.n_kv_heads
+      << ", \"head_dim\": " << c.head_dim << ", \"vocab_size\": " << c.n_vocab << ", \"rms_norm_eps\": 1e-5"
+      << ", \"rope_theta\": " << c.rope_theta
+      << ", \"tie_word_embeddings\": " << (gguf.FindTensor("output.weight") ? "false" : "true")
+      << extra_config << "}";
+}
+
+struct HfCase {
+  const char* preset;
+  const char* hf_arch;
+  const char* extra;  // config.json keys beyond the shapes
+};
+
+// Same weights, same function: qwen3 (no permutation, same order everywhere) bit for bit;
+// the llama-style ones up to the summation order their permuted q/k dot products change.
+TEST(Architectures, HfFolderMatchesGguf) {
+  const HfCase cases[] = {
+      {"qwen3-tiny", "Qwen3ForCausalLM", ""},
+      {"qwen3moe-tiny", "Qwen3MoeForCausalLM",
+       R"(, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "norm_topk_prob": true)"},
+      {"granite-tiny", "GraniteForCausalLM",
+       R"(, "embedding_multiplier": 12.0, "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0)"},
+      {"smollm3-tiny", "SmolLM3ForCausalLM", R"(, "no_rope_layers": [1, 1, 1, 0])"},
+  };
+  for (const HfCase& hc : cases) {
+    const std::string dir = testing::TempDir();
+    testing::OpenedModel g =
+        testing::OpenTestModel(testing::WriteSyntheticTestModel(dir, hc.preset, DType::kF32));
+    ASSERT_TRUE(g.src);
+    WriteHfFolder(*g.src, g.cfg, hc.hf_arch, hc.extra, dir + "/hf-" + hc.preset);
+    auto hf_src = formats::OpenWeightSource(dir + "/hf-" + hc.preset);
+    ASSERT_TRUE(hf_src.ok()) << hf_src.status().ToString();
+    auto hf = CreateModel(**hf_src);
+    ASSERT_TRUE(hf.ok()) << hc.preset << ": " << hf.status().ToString();
+    auto gg = CreateModel(*g.src);
+    ASSERT_TRUE(gg.ok());
+    EXPECT_EQ((*hf)->config().nope_layers, (*gg)->config().nope_layers) << hc.preset;
+    const auto toks = Prompt(12);
+    const std::vector<float> a = Logits(**hf, toks), b = Logits(**gg, toks);
+    if (g.cfg.rope_neox) {
+      EXPECT_EQ(a, b) << hc.preset;
+    } else {
+      double d = 0;
+      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+      EXPECT_LE(d, 1e-5 * MaxAbs(b)) << hc.preset;
+      EXPECT_GT(MaxAbs(b), 0.1) << hc.preset;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry
