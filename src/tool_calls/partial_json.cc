@@ -56,7 +56,9 @@ class Parser {
         k.start = pos;
         String(k, pos);
         if (!k.complete) return;  // at the end of the text, or invalid
-        if (!DecodeJsonString(t_, k, key)) return Invalid(k.start);
+        // Undecodable (a lone surrogate, invalid UTF-8): invalid at its closing quote, the byte
+        // that showed it, so that what a prefix parsed stays parsed.
+        if (!DecodeJsonString(t_, k, key)) return Invalid(k.end - 1);
         pos = SkipJsonSpace(t_, pos);
         if (pos >= t_.size()) return;
         if (t_[pos] != ':') return Invalid(pos);

@@ -63,8 +63,12 @@ bool AllowedCallKey(std::string_view k) {
 // A {"name": ..., "arguments" | "parameters": ...} object. `stop`: where its parse stopped.
 CallState ReadCall(std::string_view text, const PartialJson& obj, size_t stop, ToolCall& out) {
   if (obj.type != PartialJson::Type::kObject) return CallState::kNotCall;
-  for (const auto& [k, v] : obj.members)
+  // Keys before the name decide whether this is a call; once the name is complete it is one
+  // (a later key cannot take back what a stream has sent), and other keys are ignored.
+  for (const auto& [k, v] : obj.members) {
+    if (k == "name") break;
     if (!AllowedCallKey(k)) return CallState::kNotCall;
+  }
   const PartialJson* name = obj.Find("name");
   if (!name) return obj.complete ? CallState::kNotCall : CallState::kUndecided;
   if (name->type != PartialJson::Type::kString) return CallState::kNotCall;
@@ -227,8 +231,9 @@ void ParseMistralV3(std::string_view text, Builder& b) {
       b.Call(std::move(call));
       if (!item.complete) return p.invalid_at == npos ? void() : b.Text(text.substr(p.invalid_at));
     }
-    if (k == 0 && (p.root->complete || p.invalid_at != npos)) {
-      b.Text(kTag);  // not a list of calls
+    // Not a list of calls (the first item is not one, or the list is empty or broken).
+    if (k == 0 && (p.root->complete || p.invalid_at != npos || !p.root->members.empty())) {
+      b.Text(kTag);
       pos = m + kTag.size();
       continue;
     }
@@ -304,8 +309,10 @@ void ParseGeneric(std::string_view text, Builder& b) {
   if (text[j] != '{') return b.Text(text);
   PartialParse p = ParsePartialJson(text, j);
   const PartialJson& root = *p.root;
-  for (const auto& [k, v] : root.members)
-    if (k != "tool_calls") return b.Text(text);
+  for (const auto& [k, v] : root.members) {  // keys after the list cannot take calls back
+    if (k == "tool_calls") break;
+    return b.Text(text);
+  }
   const PartialJson* list = root.Find("tool_calls");
   if (!list) {
     if (root.complete || p.invalid_at != npos || b.final()) b.Text(text);
