@@ -16,7 +16,7 @@ assets="${FERRY_ASSETS:-$root/../shared/assets}"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
 ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz openai_request_fuzz \
-  gbnf_fuzz regex_fuzz json_schema_fuzz
+  gbnf_fuzz regex_fuzz json_schema_fuzz tool_call_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -24,7 +24,7 @@ artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
 mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$seeds/tokenizer" "$seeds/openai_request" "$corpus/gguf" \
   "$corpus/safetensors" "$corpus/template" "$corpus/tokenizer" "$corpus/openai_request" "$artifacts"
-for t in gbnf regex json_schema; do mkdir -p "$seeds/$t" "$corpus/$t"; done
+for t in gbnf regex json_schema tool_call; do mkdir -p "$seeds/$t" "$corpus/$t"; done
 
 # Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
 # a safetensors file with metadata and two tensors.
@@ -116,7 +116,16 @@ JSON
 cat >"$seeds/openai_request/structured.json" <<'JSON'
 {"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"},"strict":true}}}
 JSON
-targets=(gguf safetensors template openai_request gbnf regex json_schema)
+# Tool-call outputs: the first byte picks the format (byte % 5) and the streamed piece size.
+printf '\x00Sure.\n<tool_call>\n{"name": "f", "arguments": {"a": [1, "}"]}}\n</tool_call>' >"$seeds/tool_call/hermes"
+printf '\x01{"name": "f", "parameters": {"q": 1.5e3}}; <|python_tag|>{"name": "g", "parameters": {}}' >"$seeds/tool_call/llama3"
+printf '\x02[TOOL_CALLS] [{"name": "f", "arguments": {"x": null}, "id": "abcdefghi"}]' >"$seeds/tool_call/mistral3"
+printf '\x03[TOOL_CALLS]f[CALL_ID]123456789[ARGS]{"a": "[ARGS]"}[TOOL_CALLS]g[ARGS]{}' >"$seeds/tool_call/mistral11"
+printf '\x04{"tool_calls": [{"name": "f", "arguments": "{\\"s\\": true}"}]}' >"$seeds/tool_call/generic"
+cat >"$seeds/openai_request/tools.json" <<'JSON'
+{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"chat_template_kwargs":{"enable_thinking":false}}
+JSON
+targets=(gguf safetensors template openai_request gbnf regex json_schema tool_call)
 # The tokenizer target loads real vocabularies; without the assets it cannot run.
 if [[ -f "$assets/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" && -f "$assets/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" ]]; then
   export FERRY_ASSETS="$assets"

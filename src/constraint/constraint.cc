@@ -1,5 +1,7 @@
 #include "constraint/constraint.h"
 
+#include <fmt/format.h>
+
 #include "constraint/gbnf_parser.h"
 #include "constraint/regex_compiler.h"
 
@@ -9,8 +11,46 @@ std::string ConstraintSpec::CacheKey() const {
   std::string key = std::to_string(static_cast<int>(kind)) + ":" + std::to_string(json.max_whitespace) + ":";
   key += std::to_string(text.size()) + ":" + text;
   for (const std::string& c : choices) key += std::to_string(c.size()) + ":" + c;
+  key.append("|").append(std::to_string(schemas.size()));
+  for (const std::string& s : schemas) key.append(":").append(std::to_string(s.size())).append(":").append(s);
   return key;
 }
+
+namespace {
+
+Expr RemapRules(Expr e, const std::vector<int32_t>& map) {
+  if (e.kind == Expr::Kind::kRef) e.rule = map[static_cast<size_t>(e.rule)];
+  for (Expr& item : e.items) item = RemapRules(std::move(item), map);
+  return e;
+}
+
+// Copies sub's rules into g under fresh names; the id of sub's root there.
+int32_t EmbedGrammar(Grammar& g, const Grammar& sub, const std::string& prefix) {
+  std::vector<int32_t> map(sub.num_rules());
+  for (size_t i = 0; i < sub.num_rules(); ++i) map[i] = g.NewRule(prefix + sub.name(static_cast<int32_t>(i)));
+  for (size_t i = 0; i < sub.num_rules(); ++i)
+    if (sub.IsDefined(static_cast<int32_t>(i)))
+      g.Define(map[i], RemapRules(sub.body(static_cast<int32_t>(i)), map));
+  return map[static_cast<size_t>(sub.root())];
+}
+
+// GBNF whose `schema-<i>` rules are spec.schemas[i].
+StatusOr<Grammar> GbnfWithSchemas(const ConstraintSpec& spec) {
+  FERRY_ASSIGN_OR_RETURN(Grammar g, ParseGbnf(spec.text));
+  for (size_t i = 0; i < spec.schemas.size(); ++i) {
+    const std::string name = "schema-" + std::to_string(i);
+    const int32_t rule = g.FindRule(name);
+    if (rule < 0) continue;
+    if (g.IsDefined(rule)) return InvalidArgumentError("GBNF rule '{}' is reserved for a JSON schema", name);
+    StatusOr<Grammar> sub = JsonSchemaGrammar(std::string_view(spec.schemas[i]), spec.json);
+    if (!sub.ok())
+      return Status(sub.status().code(), fmt::format("schema {}: {}", i, sub.status().message()));
+    g.Define(rule, Expr::Ref(EmbedGrammar(g, *sub, name + "-")));
+  }
+  return g;
+}
+
+}  // namespace
 
 StatusOr<Grammar> BuildGrammar(const ConstraintSpec& spec) {
   switch (spec.kind) {
@@ -24,7 +64,7 @@ StatusOr<Grammar> BuildGrammar(const ConstraintSpec& spec) {
     case ConstraintSpec::Kind::kJsonValue:
       return AnyJsonGrammar(false, spec.json);
     case ConstraintSpec::Kind::kGbnf:
-      return ParseGbnf(spec.text);
+      return spec.schemas.empty() ? ParseGbnf(spec.text) : GbnfWithSchemas(spec);
     case ConstraintSpec::Kind::kRegex:
       return RegexGrammar(spec.text);
     case ConstraintSpec::Kind::kChoice: {

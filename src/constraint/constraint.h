@@ -22,6 +22,10 @@ struct ConstraintSpec {
   Kind kind = Kind::kJsonValue;
   std::string text;                  // schema JSON text, GBNF source or regex
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these
+  // kGbnf: the GBNF text may reference rules `schema-0`, `schema-1`, ... without defining
+  // them: each is the JSON Schema (text) at that index (tool calls: a fixed wire format around
+  // each tool's parameters schema).
+  std::vector<std::string> schemas;
   JsonGrammarOptions json;
   // Identity for the cache: kind, text, choices and options.
   std::string CacheKey() const;

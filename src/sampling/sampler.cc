@@ -74,6 +74,19 @@ void Sampler::ApplyConstraint(float* logits, std::span<const int32_t> history) {
   std::span<const int32_t> generated = history.size() > static_cast<size_t>(prompt_len_)
                                            ? history.subspan(static_cast<size_t>(prompt_len_))
                                            : std::span<const int32_t>();
+  if (!params_.constraint_triggers.empty()) {
+    const auto& triggers = params_.constraint_triggers;
+    size_t from = SIZE_MAX;  // no trigger yet
+    for (size_t i = 0; i < generated.size() && from == SIZE_MAX; ++i)
+      if (std::find(triggers.begin(), triggers.end(), generated[i]) != triggers.end()) from = i + 1;
+    if (from != constrained_from_) {  // a trigger appeared, or a rollback took it away
+      matcher_->Rollback(static_cast<int32_t>(consumed_.size()));
+      consumed_.clear();
+      constrained_from_ = from;
+    }
+    if (from == SIZE_MAX) return;  // free until the trigger
+    generated = generated.subspan(from);
+  }
   size_t common = 0;
   while (common < consumed_.size() && common < generated.size() && consumed_[common] == generated[common])
     ++common;

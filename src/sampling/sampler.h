@@ -31,6 +31,10 @@ struct SamplingParams {
   // Structured output: tokens the grammar does not allow next get no probability (applied
   // before logit_bias, penalties, temperature and the filters). Shared by the requests that use it.
   std::shared_ptr<const constraint::CompiledGrammar> constraint;
+  // A lazy constraint: it applies from just after the first generated token in this set (the
+  // end of a reasoning block, a tool call's opener); until then the output is free. Empty:
+  // from the first token. Rolling back past the trigger frees the output again.
+  std::vector<int32_t> constraint_triggers;
   // logit_bias, allowed tokens, bad words, min_tokens (the API's; applied before the penalties,
   // over the tokens past prompt_tokens).
   LogitsConstraints constraints;
@@ -72,6 +76,7 @@ class Sampler {
   bool overflow_reported_ = false;
   int64_t prompt_len_ = -1;
   std::vector<int32_t> consumed_;  // generated tokens the matcher has accepted
+  size_t constrained_from_ = SIZE_MAX;  // lazy: where in the generated tokens the matcher starts
   std::vector<uint64_t> mask_;     // [ceil(n_vocab / 64)] scratch
   // Applies penalties and the filter chain; leaves the kept tokens in candidates_ and their
   // unnormalized tempered weights in weights_ (not called at temperature 0).

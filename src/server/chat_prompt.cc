@@ -12,31 +12,99 @@ StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(std::optional<ModelChat
     p->tmpl_ = std::move(*t);
     p->bos_ = model_template->bos_token.value_or("");
     p->eos_ = model_template->eos_token.value_or("");
-    p->template_has_developer_ = model_template->source.find("developer") != std::string::npos;
+    const std::string& src = model_template->source;
+    p->template_has_developer_ = src.find("developer") != std::string::npos;
+    p->template_has_tools_ = src.find("tools") != std::string::npos;
+    p->tool_format_ = tool_calls::DetectToolFormat(src);
+    p->thinks_ = src.find("</think>") != std::string::npos;
   }
   return p;
 }
 
-StatusOr<RenderedChat> ChatPrompt::Render(const nlohmann::ordered_json& messages,
-                                          bool add_generation_prompt) const {
+namespace {
+
+// The system-message text that tells a model whose template ignores `tools` what it may call
+// and how (the format its parser reads).
+std::string ToolsPreamble(const nlohmann::ordered_json& tools, tool_calls::ToolFormat f) {
+  std::string out = "You can call these tools (JSON Schema function signatures):\n";
+  for (const auto& t : tools) out += t.dump() + "\n";
+  switch (f) {
+    case tool_calls::ToolFormat::kHermes:
+      out += "To call one, answer with <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+             "</tool_call>";
+      break;
+    case tool_calls::ToolFormat::kLlama3:
+      out += "To call one, answer with {\"name\": <function-name>, \"parameters\": <args-json-object>}";
+      break;
+    case tool_calls::ToolFormat::kMistralV3:
+      out += "To call tools, answer with [TOOL_CALLS][{\"name\": <function-name>, \"arguments\": <args-json-object>}]";
+      break;
+    case tool_calls::ToolFormat::kMistralV11:
+      out += "To call one, answer with [TOOL_CALLS]<function-name>[ARGS]<args-json-object>";
+      break;
+    case tool_calls::ToolFormat::kGeneric:
+      out += "To call tools, answer with {\"tool_calls\": [{\"name\": <function-name>, \"arguments\": "
+             "<args-json-object>}]}";
+      break;
+  }
+  return out;
+}
+
+// Prepends the preamble to the first system message (or adds one).
+nlohmann::ordered_json WithToolsPreamble(const nlohmann::ordered_json& messages, const std::string& preamble) {
+  nlohmann::ordered_json out = messages;
+  if (!out.empty() && out[0]["role"] == "system" && out[0]["content"].is_string()) {
+    std::string system = out[0]["content"].get<std::string>();
+    system.append("\n\n").append(preamble);
+    out[0]["content"] = std::move(system);
+  } else {
+    out.insert(out.begin(), nlohmann::ordered_json{{"role", "system"}, {"content", preamble}});
+  }
+  return out;
+}
+
+// ChatML has no tool syntax: an assistant's calls are written in Hermes form after its text.
+std::string ChatMlContent(const nlohmann::ordered_json& m) {
+  std::string text = m["content"].is_string() ? m["content"].get<std::string>() : std::string();
+  if (m.contains("tool_calls") && m["tool_calls"].is_array())
+    for (const auto& c : m["tool_calls"]) {
+      nlohmann::ordered_json call = {{"name", c["function"]["name"]}, {"arguments", c["function"]["arguments"]}};
+      if (!text.empty()) text.append("\n");
+      text.append("<tool_call>\n").append(call.dump()).append("\n</tool_call>");
+    }
+  return text;
+}
+
+}  // namespace
+
+StatusOr<RenderedChat> ChatPrompt::Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                          const nlohmann::ordered_json& tools,
+                                          const nlohmann::ordered_json& kwargs) const {
   if (!template_has_developer_) {
     nlohmann::ordered_json mapped = messages;
     for (auto& m : mapped)
       if (m["role"] == "developer") m["role"] = "system";
-    return RenderMapped(mapped, add_generation_prompt);
+    return RenderMapped(mapped, add_generation_prompt, tools, kwargs);
   }
-  return RenderMapped(messages, add_generation_prompt);
+  return RenderMapped(messages, add_generation_prompt, tools, kwargs);
 }
 
-StatusOr<RenderedChat> ChatPrompt::RenderMapped(const nlohmann::ordered_json& messages,
-                                                bool add_generation_prompt) const {
+StatusOr<RenderedChat> ChatPrompt::RenderMapped(const nlohmann::ordered_json& messages_in,
+                                                bool add_generation_prompt, const nlohmann::ordered_json& tools,
+                                                const nlohmann::ordered_json& kwargs) const {
   RenderedChat out;
+  const bool has_tools = tools.is_array() && !tools.empty();
+  const nlohmann::ordered_json& messages =
+      has_tools && !(tmpl_ && template_has_tools_) ? WithToolsPreamble(messages_in, ToolsPreamble(tools, tool_format_))
+                                                   : messages_in;
   if (tmpl_) {
     ChatRequest req;
     req.messages = messages;
     req.add_generation_prompt = add_generation_prompt;
     req.bos_token = bos_;
     req.eos_token = eos_;
+    if (kwargs.is_object()) req.extra = kwargs;
+    if (has_tools) req.extra["tools"] = tools;
     FERRY_ASSIGN_OR_RETURN(out.text, tmpl_->Render(req));
     return out;  // the template writes bos_token itself where the model wants it
   }
@@ -44,8 +112,7 @@ StatusOr<RenderedChat> ChatPrompt::RenderMapped(const nlohmann::ordered_json& me
     Log(LogLevel::kWarn,
         "the model has no chat template; chat completions use ChatML (<|im_start|>role ... <|im_end|>)");
   for (const auto& m : messages)
-    out.text += "<|im_start|>" + m["role"].get<std::string>() + "\n" + m["content"].get<std::string>() +
-                "<|im_end|>\n";
+    out.text += "<|im_start|>" + m["role"].get<std::string>() + "\n" + ChatMlContent(m) + "<|im_end|>\n";
   if (add_generation_prompt) out.text += "<|im_start|>assistant\n";
   out.add_bos = true;
   return out;

@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "template/chat_template.h"
 #include "template/model_template.h"
+#include "tool_calls/tool_format.h"
 
 namespace ferry::server {
 
@@ -29,16 +30,29 @@ class ChatPrompt {
   // templates that never name the developer role (most do not, and drop roles they do not
   // know) and for ChatML, as vLLM and OpenAI's own mapping do. Template errors (raise_exception, ...) are
   // InvalidArgument with the template's message.
-  StatusOr<RenderedChat> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
+  // tools: the request's tools as sent (null: none), given to the template as `tools`; a
+  // template that never reads `tools` (and ChatML) gets them described in the system message
+  // instead, with the call format. kwargs (chat_template_kwargs) join the template's context.
+  StatusOr<RenderedChat> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const nlohmann::ordered_json& tools = nullptr,
+                                const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object()) const;
   bool has_model_template() const { return tmpl_.has_value(); }
+  // The wire format of the model's tool calls (ChatML: Hermes, its usual companion).
+  tool_calls::ToolFormat tool_format() const { return tool_format_; }
+  // The template writes <think> / </think> (a reasoning model: Qwen3, DeepSeek R1, QwQ, ...).
+  bool thinks() const { return thinks_; }
 
  private:
   ChatPrompt() = default;
-  StatusOr<RenderedChat> RenderMapped(const nlohmann::ordered_json& messages,
-                                      bool add_generation_prompt) const;
+  StatusOr<RenderedChat> RenderMapped(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                      const nlohmann::ordered_json& tools,
+                                      const nlohmann::ordered_json& kwargs) const;
   std::optional<ChatTemplate> tmpl_;
   std::string bos_, eos_;
   bool template_has_developer_ = false;  // the template's source names the `developer` role
+  bool template_has_tools_ = false;      // the template's source reads `tools`
+  tool_calls::ToolFormat tool_format_ = tool_calls::ToolFormat::kHermes;
+  bool thinks_ = false;
   mutable std::atomic<bool> warned_{false};
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "tool_calls/tool_grammar.h"
+
 namespace ferry::server {
 namespace {
 
@@ -164,13 +166,58 @@ Reply CompletionService::ChatCompletions(std::string_view body) {
   if (auto e = CheckModel(r.gen.model)) return Reply::Error(*e);
   if (!ctx_.tokenizer)
     return Reply::Error(BadRequest("chat completions need a tokenizer; this model has none"));
-  StatusOr<RenderedChat> prompt = ctx_.chat->Render(r.messages, r.add_generation_prompt);
+  StatusOr<RenderedChat> prompt =
+      ctx_.chat->Render(r.messages, r.add_generation_prompt, r.tools.tools_json, r.template_kwargs);
   if (!prompt.ok()) return Reply::Error(BadRequest(prompt.status().message(), "messages"));
   GenerationSpec spec;
   spec.api = Api::kChat;
   spec.id = NewId("chatcmpl-");
   std::vector<std::vector<int32_t>> prompts = {ctx_.tokenizer->Encode(prompt->text, prompt->add_bos, true)};
+  spec.chat_output = ChatOutputFor(r, prompts[0]);
   return Run(std::move(spec), r.gen, std::move(prompts));
+}
+
+// How the answer is read back (reasoning split, tool calls parsed), and what that asks of the
+// request: a forced call's grammar, special tokens kept in the text (the parsers read
+// [TOOL_CALLS], <|python_tag|>, ...), the constraint held back until the thinking ends.
+ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r, const std::vector<int32_t>& prompt) const {
+  ChatOutputConfig out;
+  const tool_calls::ToolFormat format = ctx_.chat->tool_format();
+  if (r.tools.parse()) out.tools = format;
+  if (r.tools.forced()) r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.Allowed(), r.tools.parallel);
+  if (ctx_.chat->thinks()) {
+    const int32_t open = ctx_.tokenizer->TokenId("<think>"), close = ctx_.tokenizer->TokenId("</think>");
+    if (open >= 0 && close >= 0) {
+      out.think_open = open;
+      out.think_close = close;
+      // The generation prompt may open the block itself (DeepSeek R1, QwQ, Qwen3.5) or open and
+      // close it (Qwen3 with enable_thinking false): the last of the two tokens in the prompt says.
+      bool closed = false;
+      for (size_t i = prompt.size(); i-- > 0;)
+        if (prompt[i] == open || prompt[i] == close) {
+          out.starts_in_reasoning = prompt[i] == open;
+          closed = !out.starts_in_reasoning;
+          break;
+        }
+      // Constraints hold the answer, not the thinking: they start once </think> is out
+      // (unless the prompt closed the block already).
+      if (r.gen.constraint && !closed) r.gen.options.sampling.constraint_triggers = {close};
+    }
+  }
+  // tool_choice auto: free text, and the call grammar from the model's opener token on
+  // (formats whose calls always start with one; Llama 3 writes bare JSON).
+  using tool_calls::ToolFormat;
+  const int32_t opener = ctx_.tokenizer->TokenId(tool_calls::CallOpener(format));
+  if (r.tools.parse() && !r.tools.forced() && !r.gen.constraint && opener >= 0 &&
+      (format == ToolFormat::kHermes || format == ToolFormat::kMistralV3 || format == ToolFormat::kMistralV11)) {
+    r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.tools, r.tools.parallel, /*after_opener=*/true);
+    r.gen.options.sampling.constraint_triggers = {opener};
+  }
+  if (out.active()) {
+    r.gen.options.skip_special_tokens = false;
+    r.gen.options.spaces_between_special_tokens = false;
+  }
+  return out;
 }
 
 json CompletionService::ModelCard() const {
@@ -204,7 +251,8 @@ Reply CompletionService::Tokenize(std::string_view body) const {
     Parsed<ChatCompletionRequest> chat = ParseChatCompletionRequest(body, ctx_.limits);
     if (auto* e = std::get_if<ApiError>(&chat)) return Reply::Error(*e);
     const ChatCompletionRequest& r = std::get<ChatCompletionRequest>(chat);
-    StatusOr<RenderedChat> prompt = ctx_.chat->Render(r.messages, r.add_generation_prompt);
+    StatusOr<RenderedChat> prompt =
+        ctx_.chat->Render(r.messages, r.add_generation_prompt, r.tools.tools_json, r.template_kwargs);
     if (!prompt.ok()) return Reply::Error(BadRequest(prompt.status().message(), "messages"));
     ids = ctx_.tokenizer->Encode(prompt->text, prompt->add_bos, true);
   } else if (j.contains("content")) {

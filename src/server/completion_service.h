@@ -60,6 +60,7 @@ class CompletionService {
   // Checks the token ids the request names and turns bad_words and min_tokens into sampling
   // constraints (they need the tokenizer).
   std::optional<ApiError> ResolveConstraints(GenerationRequest& gen) const;
+  ChatOutputConfig ChatOutputFor(ChatCompletionRequest& r, const std::vector<int32_t>& prompt) const;
 
   ServingContext ctx_;
   std::vector<int32_t> eog_ids_;  // the tokenizer's end-of-generation tokens (min_tokens holds them back)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 namespace ferry::server {
 
@@ -16,6 +17,11 @@ Generation::Generation(GenerationSpec spec, const Tokenizer* tokenizer, EngineCl
                        std::shared_ptr<OutputChannel> channel)
     : spec_(std::move(spec)), tok_(tokenizer), engine_(engine), channel_(std::move(channel)) {
   choices_.resize(spec_.prompt_tokens.size() * static_cast<size_t>(spec_.n));
+  if (spec_.api == Api::kChat && spec_.chat_output.active())
+    for (Choice& c : choices_)
+      c.out = std::make_unique<ChatOutput>(spec_.chat_output, [tok = tok_](int32_t id) {
+        return tok ? tok->TokenToPiece(id, /*render_special=*/true) : std::string();
+      });
 }
 
 Generation::~Generation() {
@@ -35,12 +41,23 @@ Generation::Delta Generation::Apply(RequestOutput&& o) {
   c.text += o.text;
   c.tokens.insert(c.tokens.end(), o.token_ids.begin(), o.token_ids.end());
   c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+  if (c.out) {
+    d.chat = c.out->Push(o.text, o.token_ids);
+    if (o.finished) {
+      ChatDelta rest = c.out->Finish();
+      d.chat.reasoning += rest.reasoning;
+      d.chat.content += rest.content;
+      for (ChatDelta::Call& call : rest.calls) d.chat.calls.push_back(std::move(call));
+    }
+  }
   d.text = std::move(o.text);
   d.tokens = std::move(o.token_ids);
   d.logprobs = std::move(o.logprobs);
   if (o.finished) {
     d.finished = true;
     c.finish_reason = o.finish_reason;
+    // A finished answer that called tools (not one cut short by max_tokens).
+    if (c.out && c.out->has_calls() && c.finish_reason == "stop") c.finish_reason = "tool_calls";
     c.output_tokens = o.metrics.output_tokens;
     c.cached_prompt_tokens = o.metrics.cached_prompt_tokens;
   }
@@ -164,7 +181,7 @@ std::variant<json, ApiError> Generation::Complete() {
     json choice;
     choice["index"] = out;
     if (spec_.api == Api::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = c.out ? c.out->Message() : json{{"role", "assistant"}, {"content", c.text}};
     } else {
       const std::string& echo =
           spec_.echo.empty() ? std::string() : spec_.echo[i / static_cast<size_t>(spec_.n)];
@@ -176,6 +193,33 @@ std::variant<json, ApiError> Generation::Complete() {
   }
   j["usage"] = Usage();
   return j;
+}
+
+// A chat delta's parts as OpenAI's chunks: reasoning_content, content, then each call's
+// delta (index, id, type and name first; argument fragments after). The logprobs ride on the
+// first chunk (or on an empty-content one when the text is all held back).
+bool Generation::SendChatDelta(const Delta& d, json lp,
+                               const std::function<bool(json, json)>& send) const {
+  bool sent = false;
+  auto out = [&](json delta) {
+    sent = true;
+    return send(std::move(delta), std::exchange(lp, json()));
+  };
+  if (!d.chat.reasoning.empty() && !out({{"reasoning_content", d.chat.reasoning}})) return false;
+  if (!d.chat.content.empty() && !out({{"content", d.chat.content}})) return false;
+  for (const ChatDelta::Call& c : d.chat.calls) {
+    json call = {{"index", c.index}};
+    if (!c.id.empty()) {
+      call["id"] = c.id;
+      call["type"] = "function";
+      call["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+    } else {
+      call["function"] = {{"arguments", c.arguments}};
+    }
+    if (!out({{"tool_calls", json::array({call})}})) return false;
+  }
+  if (!sent && !lp.is_null()) return send({{"content", ""}}, std::move(lp));
+  return true;
 }
 
 bool Generation::Stream(const std::function<bool(std::string_view)>& write,
@@ -220,7 +264,15 @@ bool Generation::Stream(const std::function<bool(std::string_view)>& write,
       json lp = spec_.logprobs && !d.tokens.empty() ? LogprobsJson(c, d.tokens, d.logprobs) : json();
       json finish = d.finished ? json(c.finish_reason) : json();
       bool ok = true;
-      if (spec_.api == Api::kChat) {
+      if (spec_.api == Api::kChat && c.out) {
+        ok = SendChatDelta(d, lp, [&](json delta, json logprobs) {
+          return send(choice_chunk(d.index, {{"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+                                             {"finish_reason", nullptr}}));
+        });
+        if (ok && d.finished)
+          ok = send(choice_chunk(
+              d.index, {{"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
+      } else if (spec_.api == Api::kChat) {
         if (!d.text.empty() || !lp.is_null())
           ok = send(choice_chunk(
               d.index, {{"delta", {{"content", d.text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}));

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "server/chat_output.h"
 #include "server/engine_client.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +31,8 @@ struct GenerationSpec {
   std::vector<std::string> echo;  // [prompts] text to prepend to each choice (completions' echo), or empty
   bool logprobs = false;          // outputs carry logprobs
   bool include_usage = false;     // streaming: a final usage chunk
+  // Chat: split reasoning and parse tool calls (chat_output.h) when active.
+  ChatOutputConfig chat_output;
 };
 
 class Generation {
@@ -57,6 +60,7 @@ class Generation {
     std::string finish_reason;
     int32_t output_tokens = 0;
     int32_t cached_prompt_tokens = 0;  // prompt tokens the prefix cache served (shared by branches)
+    std::unique_ptr<ChatOutput> out;   // spec_.chat_output active: the message's parts
   };
   // What one output added to a choice.
   struct Delta {
@@ -65,6 +69,7 @@ class Generation {
     std::vector<int32_t> tokens;
     std::vector<TokenLogprobs> logprobs;
     bool finished = false;
+    ChatDelta chat;  // Choice::out: what this output added to each part
   };
   Delta Apply(RequestOutput&& o);
   nlohmann::ordered_json LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
@@ -73,6 +78,8 @@ class Generation {
   std::optional<ApiError> EngineFailure() const;  // the 500 once the engine has failed
   const std::vector<size_t>& Returned();
   nlohmann::ordered_json ChunkBase() const;
+  bool SendChatDelta(const Delta& d, nlohmann::ordered_json lp,
+                     const std::function<bool(nlohmann::ordered_json, nlohmann::ordered_json)>& send) const;
 
   GenerationSpec spec_;
   const Tokenizer* tok_;

@@ -334,6 +334,11 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
   f.Bool("add_generation_prompt", r.add_generation_prompt);
   if (f.error) return *f.error;
   if (auto e = ReadStructuredOutput(obj, /*chat=*/true, r.gen.constraint)) return *e;
+  if (auto e = ReadToolRequest(obj, r.tools, r.template_kwargs)) return *e;
+  if (r.tools.forced() && r.gen.constraint)
+    return BadRequest("tool_choice required or a named function constrains the output already; drop the "
+                      "response_format / guided field or use tool_choice auto",
+                      "tool_choice");
   if (top >= 0 && !r.logprobs)
     return BadRequest("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
   if (r.logprobs) r.gen.options.logprobs = std::max(top, 0);
@@ -360,6 +365,7 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
           fmt::format("'{}.role' is '{}'; expected system, developer, user, assistant or tool", param, role),
           param + ".role");
     if (auto e = FlattenContent(m, i)) return *e;
+    if (auto e = ReadToolMessage(m, i)) return *e;
     r.messages.push_back(std::move(m));
   }
   return r;

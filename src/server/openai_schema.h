@@ -16,6 +16,7 @@
 #include "constraint/constraint.h"
 #include "engine/request.h"
 #include "server/api_error.h"
+#include "server/tool_request.h"
 
 namespace ferry::server {
 
@@ -52,6 +53,8 @@ struct ChatCompletionRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   bool add_generation_prompt = true;
   bool logprobs = false;  // chat's boolean `logprobs`; top_logprobs is in gen.options.logprobs
+  ToolRequest tools;     // tools, tool_choice, parallel_tool_calls
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
 
 struct SchemaLimits {

@@ -144,15 +144,10 @@ std::optional<ApiError> ReadStructuredOutput(const json& obj, bool chat,
                                              std::optional<constraint::ConstraintSpec>& out) {
   out.reset();
   auto present = [&](const char* k) { return obj.contains(k) && !obj[k].is_null(); };
-  // Without tools, tool_choice "none"/"auto" and parallel_tool_calls change nothing.
-  for (const char* k : {"tools", "functions", "function_call"})
-    if (present(k) && !(obj[k].is_array() && obj[k].empty()))
-      return BadRequest(fmt::format("'{}' is not supported yet (tool calling)", k), k);
-  if (present("tool_choice") && obj["tool_choice"] != "none" && obj["tool_choice"] != "auto")
-    return BadRequest("'tool_choice' other than none/auto needs tools, which are not supported yet",
-                      "tool_choice");
-  if (present("parallel_tool_calls") && !obj["parallel_tool_calls"].is_boolean())
-    return WrongType("parallel_tool_calls", "a boolean");
+  // Tool calling is a chat field (server/tool_request.h reads it there).
+  if (!chat)
+    for (const char* k : {"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"})
+      if (present(k)) return BadRequest(fmt::format("'{}' is a chat completions field", k), k);
   for (const char* k : {"guided_decoding_backend", "guided_whitespace_pattern"})
     if (present(k)) return BadRequest(fmt::format("'{}' is not supported", k), k);
   std::vector<std::string> given;

@@ -2,7 +2,7 @@
 // response_format (text | json_object | json_schema), vLLM's structured_outputs and
 // guided_json / guided_regex / guided_choice / guided_grammar, llama.cpp's grammar and
 // json_schema. At most one may be set. The result is a ConstraintSpec (compiled later, where
-// the vocabulary is known); tool fields, not supported yet, are errors rather than ignored.
+// the vocabulary is known). Tool fields are tool_request.h's (chat only; here an error).
 #pragma once
 
 #include <nlohmann/json.hpp>

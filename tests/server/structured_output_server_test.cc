@@ -148,8 +148,6 @@ TEST_F(StructuredOutputServer, BadConstraintsAre400sWithTheReason) {
       {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", json::object()}}}}}},
       "name' is required");
   ExpectBadRequest({{"structured_outputs", {{"lark", "x"}}}}, "'structured_outputs.lark' is not supported");
-  ExpectBadRequest({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},
-                   "'tools' is not supported yet");
   ExpectBadRequest({{"guided_decoding_backend", "xgrammar"}}, "not supported");
 }
 

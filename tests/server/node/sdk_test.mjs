@@ -1,7 +1,8 @@
 // `ferry serve` driven by the official OpenAI Node SDK: a streamed chat completion, a
 // completion with n=2 and stop strings, model listing, an invalid request that must raise
-// the SDK's BadRequestError, chat.completions.parse with a JSON schema, embeddings and the
-// Responses API; and by the official Anthropic SDK: messages, whole and streamed. Usage: node sdk_test.mjs FERRY_BINARY
+// the SDK's BadRequestError, chat.completions.parse with a JSON schema, streamed tool calls,
+// embeddings and the Responses API; and by the official Anthropic SDK: messages, whole and
+// streamed. Usage: node sdk_test.mjs FERRY_BINARY
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -109,6 +110,58 @@ await check('chat.completions.parse with a JSON schema', async () => {
     client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }],
       response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', minProperties: 1 } } } }),
     (e) => e instanceof OpenAI.BadRequestError && /minProperties/.test(e.message));
+});
+
+// Tool calling: tool_choice required, streamed through the SDK (id, type and name first,
+// argument fragments appended) and whole, give the same calls, valid against the schema;
+// the SDK's stream helper assembles them too (finalChatCompletion).
+await check('streamed tool calls equal the whole response', async () => {
+  // Small: the tiny model has 512 positions and ChatML describes the tools in the prompt.
+  const tools = [{ type: 'function', function: { name: 'weather',
+    parameters: { type: 'object', additionalProperties: false, required: ['city'],
+                  properties: { city: { type: 'string', enum: ['Oslo', 'Rome'] } } } } }];
+  const req = { model: 'tiny', messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'required',
+                parallel_tool_calls: false, max_tokens: 100, seed: 9, temperature: 0.7 };
+  const whole = await client.chat.completions.create(req);
+  const msg = whole.choices[0].message;
+  assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+  assert.equal(msg.content, null);
+  assert.equal(msg.tool_calls.length >= 1, true);
+  for (const c of msg.tool_calls) {
+    assert.equal(c.type, 'function');
+    assert.equal(c.function.name, 'weather');
+    const args = JSON.parse(c.function.arguments);
+    assert.deepEqual(Object.keys(args), ['city']);
+    assert.ok(['Oslo', 'Rome'].includes(args.city), c.function.arguments);
+  }
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const calls = [];
+  let finish = null, deltas = 0;
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      if (ch.finish_reason) finish = ch.finish_reason;
+      for (const d of ch.delta.tool_calls ?? []) {
+        deltas++;
+        if (d.id) {
+          assert.equal(d.index, calls.length);
+          assert.equal(d.type, 'function');
+          calls.push({ id: d.id, name: d.function.name, arguments: d.function.arguments ?? '' });
+        } else {
+          assert.ok(d.index < calls.length, 'arguments before the header');
+          assert.equal(d.function.name, undefined);
+          calls[d.index].arguments += d.function.arguments;
+        }
+      }
+    }
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.ok(deltas > calls.length, 'the arguments were not streamed in fragments');
+  assert.deepEqual(calls.map((c) => [c.name, c.arguments]),
+                   msg.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+  const runner = client.chat.completions.stream(req);
+  const final = await runner.finalChatCompletion();
+  assert.deepEqual(final.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
+                   msg.tool_calls.map((c) => [c.function.name, c.function.arguments]));
 });
 
 await check('a wrong API key raises AuthenticationError', async () => {

@@ -1,0 +1,126 @@
+// The tool-call grammar: every family's forced-call grammar accepts exactly calls of the
+// given tools whose arguments validate against their schemas, in the format the family's
+// parser reads back.
+#include "tool_calls/tool_grammar.h"
+
+#include <gtest/gtest.h>
+
+#include "constraint/grammar.h"
+#include "constraint/stack_machine.h"
+#include "tool_calls/tool_call_parser.h"
+
+namespace ferry::tool_calls {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constraint::Program Compile(const constraint::ConstraintSpec& spec) {
+  auto g = constraint::BuildGrammar(spec);
+  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << spec.text;
+  if (!g.ok()) return {};
+  auto p = constraint::Lower(*g);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? std::move(p).value() : constraint::Program{};
+}
+
+bool FullMatch(const constraint::Program& p, std::string_view s) {
+  constraint::StackMachine m(&p);
+  int32_t state = m.Start();
+  for (char c : s) state = m.Advance(state, static_cast<uint8_t>(c));
+  return m.Accepts(state);
+}
+
+std::vector<ToolDef> Tools() {
+  return {{"get_weather", "",
+           json::parse(
+               R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer",
+                          "minimum": 1}}, "required": ["city"], "additionalProperties": false})")},
+          {"get_time", "", json()}};
+}
+
+struct Case {
+  ToolFormat format;
+  bool parallel;
+  std::string text;
+  bool valid;
+};
+
+class ForcedGrammar : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ForcedGrammar, AcceptsValidCallsOnlyAndTheParserReadsThem) {
+  const Case& c = GetParam();
+  const constraint::Program p = Compile(ToolCallGrammar(c.format, Tools(), c.parallel));
+  EXPECT_EQ(FullMatch(p, c.text), c.valid) << c.text;
+  if (!c.valid) return;
+  const ToolParse parsed = ParseToolCalls(c.format, c.text, true);
+  EXPECT_EQ(parsed.content, "") << c.text;
+  ASSERT_FALSE(parsed.calls.empty()) << c.text;
+  for (const ToolCall& call : parsed.calls) {
+    EXPECT_TRUE(call.complete);
+    EXPECT_TRUE(json::accept(call.arguments)) << call.arguments;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, ForcedGrammar,
+    ::testing::Values(
+        Case{ToolFormat::kHermes, false,
+             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+             true},
+        Case{ToolFormat::kHermes, false,
+             "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"z\": [1]}}\n</tool_call>", true},
+        Case{ToolFormat::kHermes, false,
+             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>",
+             false},
+        Case{ToolFormat::kHermes, false,
+             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"days\": "
+             "0}}\n</tool_call>",
+             false},
+        Case{ToolFormat::kHermes, false,
+             "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>", false},
+        Case{ToolFormat::kHermes, false,
+             "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+             "{}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+             false},
+        Case{ToolFormat::kHermes, true,
+             "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+             "{}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+             true},
+        Case{ToolFormat::kHermes, false,
+             "Sure! <tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>", false},
+        Case{ToolFormat::kLlama3, false,
+             "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"days\": 2}}", true},
+        Case{ToolFormat::kLlama3, true,
+             "{\"name\": \"get_time\", \"parameters\": {}}; {\"name\": \"get_time\", \"parameters\": {}}",
+             true},
+        Case{ToolFormat::kLlama3, false, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}",
+             false},
+        Case{ToolFormat::kMistralV3, true,
+             "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}, {\"name\": "
+             "\"get_time\", \"arguments\": {}}]",
+             true},
+        Case{ToolFormat::kMistralV3, false, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]",
+             false},
+        Case{ToolFormat::kMistralV11, true,
+             "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]get_time[ARGS]{}", true},
+        Case{ToolFormat::kMistralV11, false, "[TOOL_CALLS]get_weather[ARGS]{\"city\": 3}", false},
+        Case{ToolFormat::kGeneric, false,
+             "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]}", true},
+        Case{ToolFormat::kGeneric, false, "{\"tool_calls\": []}", false}));
+
+TEST(ForcedGrammar, AfterTheOpenerStartsPastIt) {
+  const constraint::Program p =
+      Compile(ToolCallGrammar(ToolFormat::kHermes, Tools(), false, /*after_opener=*/true));
+  EXPECT_TRUE(FullMatch(p, "\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(FullMatch(p, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+}
+
+TEST(ForcedGrammar, AnInvalidParametersSchemaIsAnErrorNamingIt) {
+  std::vector<ToolDef> tools = {{"f", "", json::parse(R"({"type": "object", "minProperties": 1})")}};
+  auto g = constraint::BuildGrammar(ToolCallGrammar(ToolFormat::kHermes, tools, false));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("minProperties"), std::string::npos) << g.status().message();
+}
+
+}  // namespace
+}  // namespace ferry::tool_calls
