@@ -2,8 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include "server/structured_output_request.h"
 
@@ -39,6 +44,7 @@ class Fields {
   explicit Fields(const json& obj) : obj_(obj) {}
 
   const json* Get(const char* key) const {
+    read_.insert(key);
     auto it = obj_.find(key);
     return it == obj_.end() || it->is_null() ? nullptr : &*it;
   }
@@ -88,10 +94,40 @@ class Fields {
   }
   std::optional<ApiError> error;
 
+  // A 400 for the first top-level field (in the body's order) that no reader asked for and
+  // `others` does not name: a field the server would not act on must not look accepted.
+  std::optional<ApiError> RejectUnread(std::span<const std::string_view> others) const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (read_.count(it.key()) || std::find(others.begin(), others.end(), it.key()) != others.end())
+        continue;
+      return BadRequest(
+          fmt::format("'{}' is not a field this server supports (docs/server.md lists them)", it.key()),
+          it.key());
+    }
+    return std::nullopt;
+  }
+
  private:
   const json* Check(const char* key) const { return error ? nullptr : Get(key); }
   const json& obj_;
+  mutable std::set<std::string, std::less<>> read_;  // keys some reader looked up
 };
+
+// Read outside Fields: ReadStructuredOutput's and ReadToolRequest's keys, and OpenAI's `user`
+// (an end-user id for abuse monitoring; informational, no effect here).
+constexpr std::string_view kOtherFields[] = {"response_format",
+                                             "structured_outputs",
+                                             "guided_json",
+                                             "guided_regex",
+                                             "guided_choice",
+                                             "guided_grammar",
+                                             "grammar",
+                                             "json_schema",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "chat_template_kwargs",
+                                             "user"};
 
 // stop: a string or a list of strings.
 void ReadStop(Fields& f, const SchemaLimits& limits, std::vector<std::string>& out) {
@@ -317,6 +353,7 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   if (r.gen.best_of > r.gen.options.n && r.gen.stream)
     return BadRequest("'best_of' > 'n' cannot be streamed (the best are known only at the end)", "best_of");
   if (auto e = ReadPrompt(f.Get("prompt"), r.prompts)) return *e;
+  if (auto e = f.RejectUnread(kOtherFields)) return *e;
   return r;
 }
 
@@ -336,9 +373,10 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
   if (auto e = ReadStructuredOutput(obj, /*chat=*/true, r.gen.constraint)) return *e;
   if (auto e = ReadToolRequest(obj, r.tools, r.template_kwargs)) return *e;
   if (r.tools.forced() && r.gen.constraint)
-    return BadRequest("tool_choice required or a named function constrains the output already; drop the "
-                      "response_format / guided field or use tool_choice auto",
-                      "tool_choice");
+    return BadRequest(
+        "tool_choice required or a named function constrains the output already; drop the "
+        "response_format / guided field or use tool_choice auto",
+        "tool_choice");
   if (top >= 0 && !r.logprobs)
     return BadRequest("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
   if (r.logprobs) r.gen.options.logprobs = std::max(top, 0);
@@ -368,6 +406,7 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
     if (auto e = ReadToolMessage(m, i)) return *e;
     r.messages.push_back(std::move(m));
   }
+  if (auto e = f.RejectUnread(kOtherFields)) return *e;
   return r;
 }
 

@@ -41,6 +41,34 @@ TEST_F(ServerTest, ErrorCodeIsAStringOrNull) {
       << path.body;
 }
 
+// A field the server does not act on is a 400 naming it, on both endpoints, never silently
+// ignored (vLLM's `use_beam_search`, a typo of `max_tokens`); OpenAI's informational `user`
+// and every field the server reads are accepted.
+TEST_F(ServerTest, UnknownFieldsAre400NamingTheField) {
+  const HttpResult typo = Completion({{"prompt", "x"}, {"max_token", 4}});
+  ExpectError(typo, 400, "max_token");
+  const HttpResult beam =
+      Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"use_beam_search", true}});
+  ExpectError(beam, 400, "use_beam_search");
+  EXPECT_NE(beam.Json()["error"]["message"].get<std::string>().find("use_beam_search"), std::string::npos)
+      << beam.body;
+  const HttpResult user = Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"max_tokens", 2},
+                                {"user", "u-1"},
+                                {"seed", 3},
+                                {"stream", false},
+                                {"n", 1}});
+  EXPECT_EQ(user.status, 200) << user.body;
+  const HttpResult many = Completion({{"prompt", "x"},
+                                      {"max_tokens", 2},
+                                      {"user", "u"},
+                                      {"echo", false},
+                                      {"logprobs", 1},
+                                      {"min_tokens", 1},
+                                      {"stop_token_ids", {5}}});
+  EXPECT_EQ(many.status, 200) << many.body;
+}
+
 TEST_F(ServerTest, CompletionsDefaultToSixteenTokens) {
   HttpResult r = Completion({{"prompt", "the cat"}, {"ignore_eos", true}});
   ASSERT_EQ(r.status, 200) << r.body;

@@ -87,7 +87,7 @@ TEST_F(ServerRobustnessTest, ConcurrentStreamsInterleave) {
     });
   });
   ASSERT_TRUE(WaitFor([&] { return a_started.load(); }));
-  int b_status = PostStream(s, "/v1/completions", LongStream(40).dump(), [&](const std::string& data) {
+  int b_status = PostStream(s, "/v1/completions", LongStream(400).dump(), [&](const std::string& data) {
     std::lock_guard<std::mutex> l(mu);
     order.push_back(data == "[DONE]" ? "B." : "B");
     return true;
@@ -95,7 +95,8 @@ TEST_F(ServerRobustnessTest, ConcurrentStreamsInterleave) {
   stop_a = true;
   a.join();
   EXPECT_EQ(b_status, 200);
-  // Both progressed before either ended: A produced tokens between B's first token and B's end.
+  // Both progressed before either ended: A produced tokens between B's first token and B's end
+  // (B runs 400 tokens, so this does not hang on when the HTTP threads flush A's events).
   std::lock_guard<std::mutex> l(mu);
   auto first_b = std::find(order.begin(), order.end(), "B");
   auto b_end = std::find(order.begin(), order.end(), "B.");
