@@ -6,15 +6,12 @@
 #include <optional>
 #include <random>
 
+#include "server/response_id.h"
+
 namespace ferry::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string NewMessageId() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("msg_{:016x}", rng());
-}
 
 const char* ErrorType(int status) {
   switch (status) {
@@ -227,7 +224,7 @@ class MessageStream final : public SseTranslator {
            Event(out, "message_stop", {{"type", "message_stop"}});
   }
 
-  const std::string id_ = NewMessageId();
+  const std::string id_ = NewResponseId("msg_");
   std::string model_;
   int64_t prompt_tokens_ = 0;
   int64_t output_tokens_ = 0;
@@ -270,7 +267,7 @@ Reply AnthropicMessages(CompletionService& chat, std::string_view body) {
   json content = json::array({{{"type", "text"}, {"text", text}}});
   json usage = {{"input_tokens", j["usage"]["prompt_tokens"]},
                 {"output_tokens", j["usage"]["completion_tokens"]}};
-  r.body = Dump(Message(NewMessageId(), j["model"].get<std::string>(), std::move(content),
+  r.body = Dump(Message(NewResponseId("msg_"), j["model"].get<std::string>(), std::move(content),
                         StopReason(finish, stop), stop ? json(*stop) : json(), std::move(usage)));
   return r;
 }

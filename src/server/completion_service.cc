@@ -5,17 +5,13 @@
 #include <algorithm>
 #include <random>
 
+#include "server/response_id.h"
 #include "tool_calls/tool_grammar.h"
 
 namespace ferry::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string NewId(const char* prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("{}{:016x}", prefix, rng());
-}
 
 int64_t UnixNow() {
   return static_cast<int64_t>(std::time(nullptr));
@@ -146,7 +142,7 @@ Reply CompletionService::Completions(std::string_view body) {
     return Reply::Error(BadRequest("'echo' and 'stop' need a tokenizer; this model has none"));
   GenerationSpec spec;
   spec.api = Api::kCompletion;
-  spec.id = NewId("cmpl-");
+  spec.id = NewResponseId("cmpl-");
   std::vector<std::vector<int32_t>> prompts;
   for (PromptInput& p : r.prompts) {
     if (p.text && !ctx_.tokenizer)
@@ -171,7 +167,7 @@ Reply CompletionService::ChatCompletions(std::string_view body) {
   if (!prompt.ok()) return Reply::Error(BadRequest(prompt.status().message(), "messages"));
   GenerationSpec spec;
   spec.api = Api::kChat;
-  spec.id = NewId("chatcmpl-");
+  spec.id = NewResponseId("chatcmpl-");
   std::vector<std::vector<int32_t>> prompts = {ctx_.tokenizer->Encode(prompt->text, prompt->add_bos, true)};
   spec.chat_output = ChatOutputFor(r, prompts[0]);
   return Run(std::move(spec), r.gen, std::move(prompts));
@@ -180,11 +176,13 @@ Reply CompletionService::ChatCompletions(std::string_view body) {
 // How the answer is read back (reasoning split, tool calls parsed), and what that asks of the
 // request: a forced call's grammar, special tokens kept in the text (the parsers read
 // [TOOL_CALLS], <|python_tag|>, ...), the constraint held back until the thinking ends.
-ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r, const std::vector<int32_t>& prompt) const {
+ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r,
+                                                  const std::vector<int32_t>& prompt) const {
   ChatOutputConfig out;
   const tool_calls::ToolFormat format = ctx_.chat->tool_format();
   if (r.tools.parse()) out.tools = format;
-  if (r.tools.forced()) r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.Allowed(), r.tools.parallel);
+  if (r.tools.forced())
+    r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.Allowed(), r.tools.parallel);
   if (ctx_.chat->thinks()) {
     const int32_t open = ctx_.tokenizer->TokenId("<think>"), close = ctx_.tokenizer->TokenId("</think>");
     if (open >= 0 && close >= 0) {
@@ -209,8 +207,10 @@ ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r, cons
   using tool_calls::ToolFormat;
   const int32_t opener = ctx_.tokenizer->TokenId(tool_calls::CallOpener(format));
   if (r.tools.parse() && !r.tools.forced() && !r.gen.constraint && opener >= 0 &&
-      (format == ToolFormat::kHermes || format == ToolFormat::kMistralV3 || format == ToolFormat::kMistralV11)) {
-    r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.tools, r.tools.parallel, /*after_opener=*/true);
+      (format == ToolFormat::kHermes || format == ToolFormat::kMistralV3 ||
+       format == ToolFormat::kMistralV11)) {
+    r.gen.constraint =
+        tool_calls::ToolCallGrammar(format, r.tools.tools, r.tools.parallel, /*after_opener=*/true);
     r.gen.options.sampling.constraint_triggers = {opener};
   }
   if (out.active()) {

@@ -6,15 +6,12 @@
 #include <ctime>
 #include <random>
 
+#include "server/response_id.h"
+
 namespace ferry::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string NewId(const char* prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("{}{:016x}", prefix, rng());
-}
 
 ApiError Refused(const std::string& field) {
   return BadRequest(fmt::format("'{}' is not supported by this server's /v1/responses", field), field);
@@ -216,8 +213,8 @@ class ResponseStream final : public SseTranslator {
            Event(out, finish_ == "length" ? "response.incomplete" : "response.completed", {{"response", r}});
   }
 
-  const std::string id_ = NewId("resp_");
-  const std::string item_id_ = NewId("msg_");
+  const std::string id_ = NewResponseId("resp_");
+  const std::string item_id_ = NewResponseId("msg_");
   const int64_t created_ = static_cast<int64_t>(std::time(nullptr));
   std::string model_;
   Settings settings_;
@@ -254,9 +251,9 @@ Reply OpenAiResponses(CompletionService& chat, std::string_view body) {
   json c = json::parse(r.body, nullptr, false);
   const json& choice = c["choices"][0];
   const std::string finish = choice["finish_reason"].get<std::string>();
-  json item =
-      MessageItem(NewId("msg_"), "completed", json::array({OutputText(choice["message"]["content"])}));
-  r.body = Dump(Response(NewId("resp_"), c["created"].get<int64_t>(), c["model"].get<std::string>(),
+  json item = MessageItem(NewResponseId("msg_"), "completed",
+                          json::array({OutputText(choice["message"]["content"])}));
+  r.body = Dump(Response(NewResponseId("resp_"), c["created"].get<int64_t>(), c["model"].get<std::string>(),
                          SettingsOf(j), finish, json::array({item}), Usage(c["usage"])));
   return r;
 }
