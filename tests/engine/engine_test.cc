@@ -12,7 +12,7 @@
 
 #include "engine/loaded_model.h"
 #include "engine_run.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 #include "test_util.h"
 #include "tiny_model.h"
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -50,7 +50,8 @@ TEST_F(GeneratorTest, GreedyHonoursTokenLimit) {
   o.sampling.temperature = 0;
   std::vector<int32_t> ids;
   auto prompt = lm_->tokenizer->Encode("a b", true, true);
-  auto st = Generate(*lm_, pool_, prompt, o, [](std::string_view) {}, &ids);
+  auto st = Generate(
+      *lm_, pool_, prompt, o, [](std::string_view) {}, &ids);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->generated_tokens, 17);
   EXPECT_EQ(ids.size(), 17u);
@@ -78,7 +79,8 @@ TEST_F(GeneratorTest, PromptLongerThanContextIsAnError) {
   std::vector<int32_t> prompt(8, 5);
   auto st = Generate(*lm_, pool_, prompt, o, [](std::string_view) {});
   EXPECT_EQ(st.status().code(), StatusCode::kOutOfRange);
-  EXPECT_EQ(Generate(*lm_, pool_, {}, o, [](std::string_view) {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Generate(*lm_, pool_, {}, o, [](std::string_view) {}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(GeneratorTest, StopsWhenContextIsFull) {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/loaded_model.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 
 namespace ferry::testing {
 

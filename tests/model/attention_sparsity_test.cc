@@ -15,7 +15,7 @@
 #include "formats/weight_source.h"
 #include "model/kv_budget_cache.h"
 #include "model/model.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 #include "synthetic_layer_fixture.h"
 #include "test_util.h"
 

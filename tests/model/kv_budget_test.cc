@@ -16,7 +16,7 @@
 #include "kernels/kernels.h"
 #include "model/kv_budget_cache.h"
 #include "model/model.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 #include "test_util.h"
 
 namespace ferry {

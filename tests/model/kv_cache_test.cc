@@ -15,7 +15,7 @@
 #include "formats/weight_source.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 
 namespace ferry {
 namespace {

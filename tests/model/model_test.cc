@@ -11,7 +11,7 @@
 #include "formats/weight_source.h"
 #include "isa_guard.h"
 #include "kernels/kernels.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 #include "test_util.h"
 
 namespace ferry {

@@ -15,7 +15,7 @@
 #include "isa_guard.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 #include "synthetic_layer_fixture.h"
 #include "test_util.h"
 

@@ -10,7 +10,7 @@
 
 #include "formats/weight_source.h"
 #include "model/model_config.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 
 namespace ferry::testing {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "formats/weight_source.h"
-#include "model/synthetic_model.h"
 #include "quant/calibration.h"
 #include "quant/float_model.h"
+#include "synthetic/synthetic_model.h"
 #include "test_util.h"
 
 namespace ferry::quant::testing {

@@ -18,9 +18,9 @@
 #include "engine/engine_run.h"
 #include "engine/loaded_model.h"
 #include "model/kv_cache.h"
-#include "model/synthetic_model.h"
 #include "speculative/draft_model_proposer.h"
 #include "speculative/self_draft.h"
+#include "synthetic/synthetic_model.h"
 #include "test_util.h"
 
 namespace ferry {

@@ -7,7 +7,7 @@
 #include "base/progress.h"
 #include "base/timer.h"
 #include "commands.h"
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 
 namespace ferry::cli {
 

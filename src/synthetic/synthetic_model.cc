@@ -1,4 +1,4 @@
-#include "model/synthetic_model.h"
+#include "synthetic/synthetic_model.h"
 
 #include <algorithm>
 #include <cmath>
