@@ -100,6 +100,9 @@ void Sampler::ApplyConstraint(float* logits, std::span<const int32_t> history) {
     }
     consumed_.push_back(generated[i]);
   }
+  if (!refused) matcher_->FillMask(mask_);
+  // Checked after the mask: the walk that fills it can itself pass the parse limit, and a
+  // mask from a partial walk must not be sampled from.
   if (!refused && matcher_->overflowed()) {
     refused = true;
     if (!overflow_reported_)
@@ -113,8 +116,6 @@ void Sampler::ApplyConstraint(float* logits, std::span<const int32_t> history) {
     std::fill(mask_.begin(), mask_.end(), 0);
     for (int32_t t : matcher_->grammar().vocab().end_tokens())
       mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
-  } else {
-    matcher_->FillMask(mask_);
   }
   const float kNone = -std::numeric_limits<float>::infinity();
   int32_t n = std::min(n_vocab_, matcher_->grammar().vocab().size());
