@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
 #include <span>
 
 #include "base/check.h"
@@ -26,8 +27,12 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     const int32_t end = r.num_computed + s.num_tokens;
     embeds |= r.embeds();
     begin_.push_back(batch_.size());
-    for (int32_t p = r.num_computed; p < end; ++p)  // embeddings want hidden states, no logits
-      batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p + 1 == end && s.WantsLogits() && !r.embeds());
+    // Logits at the last position to sample from it (embeddings want hidden states, none), and
+    // with prompt logprobs at every prompt position but the last (each scores the next token).
+    const int32_t scored_end = r.wants_prompt_logprobs() ? std::min(end, r.num_prompt_tokens - 1) : 0;
+    for (int32_t p = r.num_computed; p < end; ++p)
+      batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot,
+                 p < scored_end || (p + 1 == end && s.WantsLogits() && !r.prefill_only()));
     // Drafts follow the last real token; the target scores every one of them in this pass.
     FERRY_CHECK(s.num_draft == 0 ||
                 (s.WantsLogits() && s.num_draft <= static_cast<int32_t>(r.spec.draft.size())));
@@ -69,8 +74,9 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   result.logprobs.resize(out.scheduled.size());
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (!out.scheduled[i].WantsLogits() || out.scheduled[i].req->embeds()) continue;
     Request& r = *out.scheduled[i].req;
+    row += ScorePrompt(r, out.scheduled[i].num_tokens, row);
+    if (!out.scheduled[i].WantsLogits() || r.prefill_only()) continue;
     float* logits = logits_.data() + row * static_cast<size_t>(n_vocab);
     if (const int32_t drafts = out.scheduled[i].num_draft; drafts > 0) {
       if (result.num_accepted.empty()) result.num_accepted.assign(out.scheduled.size(), 0);
@@ -100,6 +106,20 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
         result.logprobs[i].push_back(ComputeLogprobs(row_.data(), n_vocab, token, r.options.logprobs));
   }
   return result;
+}
+
+size_t ModelRunner::ScorePrompt(Request& r, int32_t num_tokens, size_t row) {
+  if (!r.wants_prompt_logprobs()) return 0;
+  const int32_t n_vocab = model_.config().n_vocab;
+  const int32_t end = std::min(r.num_computed + num_tokens, r.num_prompt_tokens - 1);
+  r.prompt_logprobs.resize(static_cast<size_t>(r.num_prompt_tokens - 1));
+  size_t rows = 0;
+  // A recomputed prefix (after preemption) overwrites its entries with the same values.
+  for (int32_t p = r.num_computed; p < end; ++p, ++rows)
+    r.prompt_logprobs[static_cast<size_t>(p)] =
+        ComputeLogprobs(logits_.data() + (row + rows) * static_cast<size_t>(n_vocab), n_vocab,
+                        r.tokens[static_cast<size_t>(p) + 1], r.options.prompt_logprobs);
+  return rows;
 }
 
 spec::Verification ModelRunner::Verify(Request& r, int32_t num_draft, float* logits) {

@@ -38,6 +38,8 @@ class ModelRunner {
  private:
   // Verifies r's first num_draft drafts against logits [num_draft + 1, n_vocab].
   spec::Verification Verify(Request& r, int32_t num_draft, float* logits);
+  // Prompt logprobs from this step's rows of r starting at logits row `row`; returns the rows used.
+  size_t ScorePrompt(Request& r, int32_t num_tokens, size_t row);
 
   const Model& model_;
   PagedKvCache& cache_;

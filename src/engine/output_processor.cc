@@ -1,5 +1,7 @@
 #include "engine/output_processor.h"
 
+#include <utility>
+
 namespace ferry {
 
 OutputProcessor::TextState& OutputProcessor::State(const Request* r) {
@@ -37,6 +39,7 @@ void OutputProcessor::Process(const std::vector<SeqEvent>& events, Scheduler& sc
       outputs.back().branch = e.req->branch;
     }
     RequestOutput& o = outputs.back();
+    if (!e.req->prompt_logprobs.empty()) o.prompt_logprobs = std::exchange(e.req->prompt_logprobs, {});
     o.token_ids.push_back(e.token);
     if (e.req->options.logprobs >= 0) o.logprobs.push_back(e.logprobs);
     if (tok_) {
@@ -87,6 +90,7 @@ void OutputProcessor::Finalize(std::vector<std::unique_ptr<Request>> finished, c
     o->finish_reason = FinishReason(r->status);
     o->metrics = ComputeRequestMetrics(*r);
     o->embedding = std::move(r->embedding);
+    if (!r->prompt_logprobs.empty()) o->prompt_logprobs = std::exchange(r->prompt_logprobs, {});
   }
   for (auto& [req, s] : states_) s->output_index = SIZE_MAX;
 }

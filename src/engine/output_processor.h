@@ -27,6 +27,9 @@ struct RequestOutput {
   std::string finish_reason;       // "stop", "length" or "abort" when finished
   RequestMetrics metrics;          // filled when finished
   std::vector<float> embedding;    // [dim] an embedding request's vector, when finished
+  // [prompt tokens - 1] on the branch's first output with options.prompt_logprobs >= 0: entry p
+  // scores prompt token p + 1 (the first token has none).
+  std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 class OutputProcessor {

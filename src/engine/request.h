@@ -11,6 +11,7 @@
 #include "engine/pooling.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_budget_policy.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "speculative/spec_state.h"
 
@@ -31,6 +32,10 @@ struct RequestOptions {
   int32_t spec_tokens = -1;
   // >= 0: report each sampled token's log-probability (raw logits) and this many top alternatives.
   int32_t logprobs = -1;
+  // >= 0: the same for every prompt token after the first (completions' echo with logprobs,
+  // vLLM's prompt_logprobs). Logits are then computed at every prompt position, so the request
+  // does not reuse cached prefix blocks (their positions' logits were never computed).
+  int32_t prompt_logprobs = -1;
   // Tokens that finish the branch like end-of-generation (not emitted), also with ignore_eos.
   std::vector<int32_t> stop_token_ids;
   bool include_stop_str_in_output = false;  // a matched stop string ends the text instead of being cut
@@ -90,6 +95,12 @@ struct Request {
   PooledState pooled;            // embedding requests: the prompt's hidden states so far
   std::vector<float> embedding;  // [dim] embedding requests, once the prompt is computed
   bool embeds() const { return options.pooling != Pooling::kNone; }
+  // Nothing is sampled: an embedding, or a prompt scored with max_tokens 0 (finishes "length").
+  bool prefill_only() const { return embeds() || options.max_tokens == 0; }
+  // [num_prompt_tokens - 1] with options.prompt_logprobs >= 0: entry p scores prompt token p + 1
+  // (from the logits at position p). Handed to the branch's first output, then empty.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  bool wants_prompt_logprobs() const { return options.prompt_logprobs >= 0 && num_output() == 0; }
   spec::SpecState spec;  // drafts of this step, adaptive K, the proposer's state (draft KV lease)
 };
 

@@ -20,8 +20,10 @@ Status Scheduler::Validate(int32_t prompt_tokens, const RequestOptions& o) const
   if (prompt_tokens <= 0) return InvalidArgumentError("the prompt is empty (no tokens)");
   const bool embeds = o.pooling != Pooling::kNone;  // prefill only: no new tokens
   if (embeds && o.n != 1) return InvalidArgumentError("an embedding request has n = 1, got {}", o.n);
-  if (!embeds && o.max_tokens <= 0)
-    return InvalidArgumentError("max_tokens must be positive, got {}", o.max_tokens);
+  if (!embeds && o.max_tokens < 0)
+    return InvalidArgumentError("max_tokens must not be negative, got {}", o.max_tokens);
+  if (!embeds && o.max_tokens == 0 && o.n != 1)
+    return InvalidArgumentError("a prompt-only request (max_tokens 0) has n = 1, got {}", o.n);
   if (o.n < 1 || o.n > config_.max_num_seqs)
     return InvalidArgumentError("n must be in [1, {}] (the engine's max sequences), got {}", config_.max_num_seqs, o.n);
   const int64_t total = int64_t{prompt_tokens} + (embeds ? 0 : o.max_tokens);
@@ -101,7 +103,10 @@ bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool sc
   }
   // Budgeted sequences never share blocks (compaction rewrites them in place); an embedding
   // pools every token's hidden state, which a cached block does not hold.
-  kv::PrefixHit hit = Budgeted() || r->embeds() ? kv::PrefixHit{} : kv_.FindCachedPrefix(r->tokens);
+  // Prompt logprobs too: every prompt position's logits are computed, none served from cache.
+  kv::PrefixHit hit = Budgeted() || r->embeds() || r->wants_prompt_logprobs()
+                          ? kv::PrefixHit{}
+                          : kv_.FindCachedPrefix(r->tokens);
   const int32_t start = hit.num_tokens;
   const int32_t pending = r->num_tokens() - start;
   const int32_t n = schedule_now ? std::min({pending, budget, PassLimit(*r, start)}) : 0;
@@ -234,6 +239,7 @@ std::unique_ptr<Request> Scheduler::Fork(Request& parent, size_t branch) {
   child->kv = kv_.Fork(parent.kv);
   child->times = parent.times;
   child->num_cached_prompt_tokens = parent.num_cached_prompt_tokens;
+  child->prompt_logprobs = parent.prompt_logprobs;  // each branch's first output carries them
   child->spec.Enable(parent.spec.max_k, parent.spec.adaptive);
   return child;
 }
@@ -293,14 +299,14 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
       stats_.kv_evicted_tokens += r->kv.num_slots() - r->kept.size();
       kv_.Truncate(r->kv, r->kept.size());
     }
-    if (r->embeds()) {  // prefill only; its blocks are freed, not cached
+    if (!r->embeds()) kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);  // embeddings' are freed
+    if (r->prefill_only()) {
       if (r->num_computed == r->num_tokens()) {
-        Retire(r, RequestStatus::kFinishedStop);
+        Retire(r, r->embeds() ? RequestStatus::kFinishedStop : RequestStatus::kFinishedLength);
         events.push_back({r, -1, {}});
       }
       continue;
     }
-    kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
     if (sampled.empty()) continue;  // a prefill chunk short of the end
     // Fork before the parent's first token: the branches share everything computed so far.
     std::vector<Request*> kids;

@@ -15,15 +15,19 @@ TokenLogprobs ComputeLogprobs(const float* logits, int32_t n_vocab, int32_t toke
   for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
   const double lse = static_cast<double>(max) + std::log(sum);
   auto logprob = [&](int32_t id) { return static_cast<float>(static_cast<double>(logits[id]) - lse); };
-  if (token >= 0 && token < n_vocab) out.logprob = logprob(token);
+  auto more_likely = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  if (token >= 0 && token < n_vocab) {
+    out.logprob = logprob(token);
+    out.rank = 1;
+    for (int32_t i = 0; i < n_vocab; ++i) out.rank += more_likely(i, token);
+  }
 
   const int32_t k = std::clamp(top_n, 0, n_vocab);
   if (k == 0) return out;
   std::vector<int32_t> ids(static_cast<size_t>(n_vocab));  // [n_vocab] candidate ids
   for (int32_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = i;
-  auto more_likely = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), more_likely);
   out.top.reserve(static_cast<size_t>(k));
   for (int32_t i = 0; i < k; ++i)

@@ -15,6 +15,7 @@ struct TokenLogprob {
 // One sampled token's log-probability and the most likely alternatives at its position.
 struct TokenLogprobs {
   float logprob = 0;              // of the sampled token
+  int32_t rank = 0;               // its 1-based rank among all tokens (ties: lower id first)
   std::vector<TokenLogprob> top;  // [top_n] most likely tokens, descending (ties: lower id first)
 };
 

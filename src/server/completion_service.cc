@@ -105,18 +105,21 @@ Reply CompletionService::Run(GenerationSpec spec, GenerationRequest& gen,
     const int64_t len = static_cast<int64_t>(p.size());
     if (len == 0) return Reply::Error(BadRequest("The prompt is empty (no tokens).", "prompt"));
     o.sampling.prompt_tokens = static_cast<int32_t>(len);  // presence/frequency: output tokens only
-    if (o.max_tokens == 0)
+    if (o.max_tokens == 0 && !gen.prompt_only)
       o.max_tokens = static_cast<int32_t>(std::max<int64_t>(0, ctx_.max_model_len - len));
-    if (len + o.max_tokens > ctx_.max_model_len || o.max_tokens == 0)
+    o.prompt_logprobs = std::max(gen.prompt_logprobs, spec.echo_logprobs);
+    if (len + o.max_tokens > ctx_.max_model_len || (o.max_tokens == 0 && !gen.prompt_only))
       return Reply::Error(BadRequest(
           fmt::format(
               "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
               "prompt, {} in the completion). Please reduce the length of the prompt or completion.",
               ctx_.max_model_len, len + std::max(o.max_tokens, 1), len, std::max(o.max_tokens, 1)),
           spec.api == Api::kChat ? "messages" : "prompt", "context_length_exceeded"));
+    if (o.prompt_logprobs >= 0) spec.prompts.push_back(p);  // rendered with their logprobs
     options.push_back(std::move(o));
     spec.prompt_tokens.push_back(static_cast<int32_t>(len));
   }
+  spec.prompt_logprobs = gen.prompt_logprobs;
   auto submitted = ctx_.engine->Submit(prompts, options);
   if (auto* e = std::get_if<ApiError>(&submitted)) return Reply::Error(*e);
   spec.n = best_of ? gen.best_of : gen.options.n;
@@ -150,6 +153,7 @@ Reply CompletionService::Completions(std::string_view body) {
           BadRequest("text prompts need a tokenizer; this model has none: send token ids", "prompt"));
     std::vector<int32_t> ids = p.text ? ctx_.tokenizer->Encode(*p.text, true, true) : std::move(p.ids);
     if (r.echo) spec.echo.push_back(p.text ? *p.text : ctx_.tokenizer->Decode(ids));
+    if (r.echo) spec.echo_logprobs = r.gen.options.logprobs;  // the prompt leads the logprobs too
     prompts.push_back(std::move(ids));
   }
   return Run(std::move(spec), r.gen, std::move(prompts));

@@ -41,6 +41,10 @@ Generation::Delta Generation::Apply(RequestOutput&& o) {
   c.text += o.text;
   c.tokens.insert(c.tokens.end(), o.token_ids.begin(), o.token_ids.end());
   c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+  if (!o.prompt_logprobs.empty()) {
+    c.prompt_logprobs = std::move(o.prompt_logprobs);
+    d.scored_prompt = true;
+  }
   if (c.out) {
     d.chat = c.out->Push(o.text, o.token_ids);
     if (o.finished) {
@@ -64,9 +68,73 @@ Generation::Delta Generation::Apply(RequestOutput&& o) {
   return d;
 }
 
+std::string Generation::Piece(int32_t id) const {
+  return tok_ ? tok_->TokenToPiece(id) : std::to_string(id);
+}
+
+namespace {
+// Completions' logprobs object with b's entries after a's (the echoed prompt, then the output).
+json Concat(json a, const json& b) {
+  if (b.is_null()) return a;
+  for (auto& [key, list] : b.items())
+    for (const json& e : list) a[key].push_back(e);
+  return a;
+}
+}  // namespace
+
+json Generation::EchoLogprobsJson(Choice& c, size_t prompt) const {
+  const std::vector<int32_t>& ids = spec_.prompts.at(prompt);
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const std::string piece = Piece(ids[p]);
+    out["tokens"].push_back(piece);
+    if (p == 0 || p > c.prompt_logprobs.size()) {  // nothing precedes the first token
+      out["token_logprobs"].push_back(nullptr);
+      out["top_logprobs"].push_back(nullptr);
+    } else {
+      const TokenLogprobs& lp = c.prompt_logprobs[p - 1];
+      out["token_logprobs"].push_back(lp.logprob);
+      json top = json::object();
+      const size_t k = std::min(lp.top.size(), static_cast<size_t>(std::max(spec_.echo_logprobs, 0)));
+      for (size_t i = 0; i < k; ++i) top[Piece(lp.top[i].token)] = lp.top[i].logprob;
+      out["top_logprobs"].push_back(top);
+    }
+    out["text_offset"].push_back(c.text_offset);
+    c.text_offset += piece.size();
+  }
+  return out;
+}
+
+json Generation::PromptLogprobsJson(const Choice& c, size_t prompt) const {
+  const std::vector<int32_t>& ids = spec_.prompts.at(prompt);
+  json out = json::array({nullptr});
+  auto entry = [&](float logprob, int32_t rank, int32_t id) {
+    return json{{"logprob", logprob}, {"rank", rank}, {"decoded_token", Piece(id)}};
+  };
+  for (size_t p = 1; p < ids.size(); ++p) {
+    if (p > c.prompt_logprobs.size()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    // vLLM's shape: the prompt token itself, then the most likely alternatives.
+    const TokenLogprobs& lp = c.prompt_logprobs[p - 1];
+    json e = json::object();
+    e[std::to_string(ids[p])] = entry(lp.logprob, lp.rank, ids[p]);
+    const size_t k = std::min(lp.top.size(), static_cast<size_t>(std::max(spec_.prompt_logprobs, 0)));
+    for (size_t i = 0; i < k; ++i)
+      if (const std::string key = std::to_string(lp.top[i].token); !e.contains(key))
+        e[key] = entry(lp.top[i].logprob, static_cast<int32_t>(i) + 1, lp.top[i].token);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 json Generation::LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
                               const std::vector<TokenLogprobs>& lps) const {
-  auto piece = [&](int32_t id) { return tok_ ? tok_->TokenToPiece(id) : std::to_string(id); };
+  auto piece = [&](int32_t id) { return Piece(id); };
   const size_t count = std::min(tokens.size(), lps.size());
   if (spec_.api == Api::kChat) {
     auto bytes = [](const std::string& s) {
@@ -187,11 +255,19 @@ std::variant<json, ApiError> Generation::Complete() {
           spec_.echo.empty() ? std::string() : spec_.echo[i / static_cast<size_t>(spec_.n)];
       choice["text"] = echo + c.text;
     }
-    choice["logprobs"] = spec_.logprobs ? LogprobsJson(c, c.tokens, c.logprobs) : json();
+    const size_t prompt = i / static_cast<size_t>(spec_.n);
+    json echoed = spec_.echo_logprobs >= 0 ? EchoLogprobsJson(c, prompt) : json();  // offsets first
+    json lp = spec_.logprobs ? LogprobsJson(c, c.tokens, c.logprobs) : json();
+    choice["logprobs"] = echoed.is_null() ? lp : Concat(std::move(echoed), lp);
     choice["finish_reason"] = c.finish_reason;
+    if (spec_.api == Api::kCompletion && spec_.prompt_logprobs >= 0)
+      choice["prompt_logprobs"] = PromptLogprobsJson(c, prompt);
     j["choices"].push_back(std::move(choice));
   }
   j["usage"] = Usage();
+  // vLLM's chat responses carry the (one) prompt's logprobs beside the choices.
+  if (spec_.api == Api::kChat && spec_.prompt_logprobs >= 0 && !choices_.empty())
+    j["prompt_logprobs"] = PromptLogprobsJson(choices_[0], 0);
   return j;
 }
 
@@ -242,7 +318,7 @@ bool Generation::Stream(const std::function<bool(std::string_view)>& write,
       ok = send(choice_chunk(i, {{"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}));
-    } else if (!spec_.echo.empty()) {
+    } else if (!spec_.echo.empty() && spec_.echo_logprobs < 0) {  // else with its logprobs, once scored
       ok = send(choice_chunk(i, {{"text", spec_.echo[i / static_cast<size_t>(spec_.n)]},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}));
@@ -261,6 +337,15 @@ bool Generation::Stream(const std::function<bool(std::string_view)>& write,
     for (RequestOutput& o : outs) {
       Delta d = Apply(std::move(o));
       Choice& c = choices_[d.index];
+      if (d.scored_prompt && spec_.api == Api::kCompletion) {  // the scored prompt leads the choice
+        const size_t prompt = d.index / static_cast<size_t>(spec_.n);
+        const bool echoed = spec_.echo_logprobs >= 0;
+        json body = {{"text", echoed ? spec_.echo[prompt] : std::string()},
+                     {"logprobs", echoed ? EchoLogprobsJson(c, prompt) : json()},
+                     {"finish_reason", nullptr}};
+        if (spec_.prompt_logprobs >= 0) body["prompt_logprobs"] = PromptLogprobsJson(c, prompt);
+        if (!send(choice_chunk(d.index, std::move(body)))) return Cancel(), false;
+      }
       json lp = spec_.logprobs && !d.tokens.empty() ? LogprobsJson(c, d.tokens, d.logprobs) : json();
       json finish = d.finished ? json(c.finish_reason) : json();
       bool ok = true;

@@ -30,6 +30,10 @@ struct GenerationSpec {
   std::vector<int32_t> prompt_tokens;  // [prompts] prompt lengths, for usage
   std::vector<std::string> echo;  // [prompts] text to prepend to each choice (completions' echo), or empty
   bool logprobs = false;          // outputs carry logprobs
+  // Completions' echo with logprobs (>= 0: top alternatives): the prompt's tokens lead `logprobs`.
+  int32_t echo_logprobs = -1;
+  int32_t prompt_logprobs = -1;  // vLLM's prompt_logprobs (>= 0: top alternatives per prompt token)
+  std::vector<std::vector<int32_t>> prompts;  // [prompts][tokens] ids, kept when the prompt is scored
   bool include_usage = false;     // streaming: a final usage chunk
   // Chat: split reasoning and parse tool calls (chat_output.h) when active.
   ChatOutputConfig chat_output;
@@ -56,6 +60,7 @@ class Generation {
     std::string text;
     std::vector<int32_t> tokens;
     std::vector<TokenLogprobs> logprobs;
+    std::vector<TokenLogprobs> prompt_logprobs;  // [prompt tokens - 1] entry p scores token p + 1
     size_t text_offset = 0;  // characters before this choice's next token (completions' text_offset)
     std::string finish_reason;
     int32_t output_tokens = 0;
@@ -69,11 +74,17 @@ class Generation {
     std::vector<int32_t> tokens;
     std::vector<TokenLogprobs> logprobs;
     bool finished = false;
+    bool scored_prompt = false;  // this output brought the prompt's logprobs
     ChatDelta chat;  // Choice::out: what this output added to each part
   };
   Delta Apply(RequestOutput&& o);
   nlohmann::ordered_json LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
                                       const std::vector<TokenLogprobs>& lps) const;
+  // The echoed prompt's part of completions' logprobs (its first token has none), and vLLM's
+  // prompt_logprobs list ([null, {"id": {logprob, rank, decoded_token}}, ...]).
+  nlohmann::ordered_json EchoLogprobsJson(Choice& c, size_t prompt) const;
+  nlohmann::ordered_json PromptLogprobsJson(const Choice& c, size_t prompt) const;
+  std::string Piece(int32_t id) const;  // a token's text (its id without a tokenizer)
   nlohmann::ordered_json Usage() const;
   std::optional<ApiError> EngineFailure() const;  // the 500 once the engine has failed
   const std::vector<size_t>& Returned();

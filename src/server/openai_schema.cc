@@ -164,7 +164,7 @@ void ReadTokenIds(Fields& f, const char* key, std::vector<int32_t>& out) {
 
 // OpenAI's logit_bias ({"token id": bias in [-100, 100]}) and vLLM's extensions that constrain
 // or end generation.
-void ReadVllmExtensions(Fields& f, GenerationRequest& g) {
+void ReadVllmExtensions(Fields& f, const SchemaLimits& limits, GenerationRequest& g) {
   RequestOptions& o = g.options;
   LogitsConstraints& c = o.sampling.constraints;
   if (const json* lb = f.Get("logit_bias"); lb && !f.error) {
@@ -201,13 +201,15 @@ void ReadVllmExtensions(Fields& f, GenerationRequest& g) {
     }
   }
   f.Integer("truncate_prompt_tokens", 1, int64_t{1} << 30, g.truncate_prompt_tokens);
+  f.Integer("prompt_logprobs", 0, limits.max_logprobs, g.prompt_logprobs);
   f.Bool("skip_special_tokens", o.skip_special_tokens);
   f.Bool("spaces_between_special_tokens", o.spaces_between_special_tokens);
 }
 
 // The fields both endpoints share. OpenAI's sampling defaults (temperature 1, top_p 1, no
 // top_k/min_p/repeat penalty) replace Ferry's CLI defaults.
-void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g) {
+// min_max_tokens: 0 on completions, where max_tokens 0 asks for the prompt only.
+void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g, int64_t min_max_tokens = 1) {
   f.String("model", g.model);
   RequestOptions& o = g.options;
   o.max_tokens = 0;
@@ -217,7 +219,7 @@ void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g)
   o.sampling.top_k = 0;
   o.sampling.min_p = 0.0f;
   o.sampling.repeat_last_n = -1;  // repetition_penalty sees the whole history (prompt and output)
-  f.Integer("max_tokens", 1, int64_t{1} << 30, o.max_tokens);
+  f.Integer("max_tokens", min_max_tokens, int64_t{1} << 30, o.max_tokens);
   f.Integer("n", 1, limits.max_n, o.n);
   f.Number("temperature", 0.0, 2.0, o.sampling.temperature);
   f.Number("top_p", 0.0, 1.0, o.sampling.top_p, /*lo_open=*/true);
@@ -245,7 +247,7 @@ void ReadGeneration(Fields& f, const SchemaLimits& limits, GenerationRequest& g)
     sf.Bool("include_usage", g.include_usage);
     if (sf.error) f.Fail(*sf.error);
   }
-  ReadVllmExtensions(f, g);
+  ReadVllmExtensions(f, limits, g);
 }
 
 std::optional<ApiError> ReadPrompt(const json* p, std::vector<PromptInput>& out) {
@@ -337,16 +339,19 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   const json& obj = std::get<json>(j);
   CompletionRequest r;
   Fields f(obj);
-  ReadGeneration(f, limits, r.gen);
+  ReadGeneration(f, limits, r.gen, /*min_max_tokens=*/0);
   if (!f.Has("max_tokens")) r.gen.options.max_tokens = 16;  // OpenAI's and vLLM's completions default
+  // lm-evaluation-harness scores a text with max_tokens 0, echo and logprobs: nothing is generated.
+  r.gen.prompt_only = f.Has("max_tokens") && r.gen.options.max_tokens == 0;
   f.Integer("logprobs", 0, limits.max_logprobs, r.gen.options.logprobs);
   f.Integer("best_of", 1, limits.max_n, r.gen.best_of);
   f.Bool("echo", r.echo);
   if (f.Has("suffix") && !f.error) f.Fail(BadRequest("'suffix' is not supported", "suffix"));
   if (f.error) return *f.error;
   if (auto e = ReadStructuredOutput(obj, /*chat=*/false, r.gen.constraint)) return *e;
-  if (r.echo && r.gen.options.logprobs >= 0)
-    return BadRequest("'echo' with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
+  if (r.gen.prompt_only && (r.gen.best_of > 1 || r.gen.options.n > 1))
+    return BadRequest("'n' and 'best_of' above 1 need new tokens; 'max_tokens' is 0",
+                      r.gen.best_of > 1 ? "best_of" : "n");
   if (r.gen.best_of > 0 && r.gen.best_of < r.gen.options.n)
     return BadRequest(fmt::format("'best_of' ({}) must be at least 'n' ({})", r.gen.best_of, r.gen.options.n),
                       "best_of");
@@ -377,6 +382,9 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
         "tool_choice required or a named function constrains the output already; drop the "
         "response_format / guided field or use tool_choice auto",
         "tool_choice");
+  if (r.gen.prompt_logprobs >= 0 && r.gen.stream)
+    return BadRequest("'prompt_logprobs' is not supported with 'stream' on chat completions",
+                      "prompt_logprobs");
   if (top >= 0 && !r.logprobs)
     return BadRequest("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
   if (r.logprobs) r.gen.options.logprobs = std::max(top, 0);

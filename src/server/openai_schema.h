@@ -37,6 +37,8 @@ struct GenerationRequest {
   int32_t best_of = 0;
   std::vector<std::string> bad_words;  // vLLM's: tokenized by the service into sampling constraints
   int32_t truncate_prompt_tokens = 0;  // > 0: keep only the prompt's last this-many tokens (vLLM's)
+  int32_t prompt_logprobs = -1;        // vLLM's: >= 0 scores every prompt token with this many alternatives
+  bool prompt_only = false;            // completions' explicit max_tokens 0: score or echo the prompt only
   // Structured output (structured_output_request.h); compiled when the request is run.
   std::optional<constraint::ConstraintSpec> constraint;
 };

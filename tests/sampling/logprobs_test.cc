@@ -28,6 +28,8 @@ TEST(LogprobsTest, MatchesReferenceLogSoftmaxAndTopN) {
       for (int32_t i = 0; i < n_vocab; ++i) order[static_cast<size_t>(i)] = i;
       std::stable_sort(order.begin(), order.end(),
                        [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+      // The rank is the token's 1-based place in the full stable order.
+      EXPECT_EQ(lp.rank, 1 + std::find(order.begin(), order.end(), token) - order.begin());
       ASSERT_EQ(lp.top.size(), static_cast<size_t>(std::min(top_n, n_vocab)));
       for (size_t i = 0; i < lp.top.size(); ++i) {
         EXPECT_EQ(lp.top[i].token, order[i]) << "n_vocab " << n_vocab << " rank " << i;

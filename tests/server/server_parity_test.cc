@@ -419,5 +419,88 @@ TEST_F(BundledModelServerTest, MinTokensHoldsStopTokenIdsBack) {
   ExpectErrorStatus(Post(*server_, "/v1/completions", too_many.dump()), 400, "min_tokens");
 }
 
+// lm-evaluation-harness's loglikelihood request (echo, logprobs, max_tokens 0): the prompt
+// comes back scored, each token's logprob equal to the one the same token gets when it is
+// generated one at a time after the tokens before it (forced there by allowed_token_ids; the
+// reported logprob is the raw model's). vLLM's prompt_logprobs gives the same numbers.
+TEST_F(ServerTest, EchoWithLogprobsScoresThePromptAsGenerationWould) {
+  HttpResult tok = Post(*server_, "/tokenize", json{{"prompt", "the cat sat on"}}.dump());
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  const std::vector<int32_t> ids = tok.Json()["tokens"].get<std::vector<int32_t>>();
+  ASSERT_GE(ids.size(), 4u);
+  HttpResult scored = Completion({{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 2}});
+  ASSERT_EQ(scored.status, 200) << scored.body;
+  const json choice = scored.Json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(scored.Json()["usage"]["completion_tokens"], 0);
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size()) << scored.body;
+  ASSERT_EQ(lp["token_logprobs"].size(), ids.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());  // nothing precedes the first token
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t p = 1; p < ids.size(); ++p) {
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(p));
+    HttpResult one = Completion({{"prompt", prefix},
+                                 {"max_tokens", 1},
+                                 {"temperature", 0},
+                                 {"logprobs", 0},
+                                 {"allowed_token_ids", {ids[p]}}});
+    ASSERT_EQ(one.status, 200) << one.body;
+    const double generated = one.Json()["choices"][0]["logprobs"]["token_logprobs"][0].get<double>();
+    EXPECT_NEAR(lp["token_logprobs"][p].get<double>(), generated, 1e-4) << "prompt token " << p;
+    EXPECT_EQ(lp["top_logprobs"][p].size(), 2u);
+    EXPECT_EQ(lp["tokens"][p], one.Json()["choices"][0]["logprobs"]["tokens"][0]);
+  }
+  // vLLM's prompt_logprobs: {"id": {logprob, rank, decoded_token}}, the prompt token first.
+  HttpResult vllm = Completion({{"prompt", ids}, {"max_tokens", 1}, {"prompt_logprobs", 1}});
+  ASSERT_EQ(vllm.status, 200) << vllm.body;
+  const json plp = vllm.Json()["choices"][0]["prompt_logprobs"];
+  ASSERT_EQ(plp.size(), ids.size()) << vllm.body;
+  EXPECT_TRUE(plp[0].is_null());
+  for (size_t p = 1; p < ids.size(); ++p) {
+    const json& mine = plp[p][std::to_string(ids[p])];
+    EXPECT_NEAR(mine["logprob"].get<double>(), lp["token_logprobs"][p].get<double>(), 1e-5);
+    EXPECT_GE(mine["rank"].get<int>(), 1);
+    EXPECT_LE(plp[p].size(), 2u);
+    EXPECT_EQ(mine["rank"] == 1, plp[p].size() == 1u) << plp[p].dump();  // the top-1 is itself iff rank 1
+  }
+  HttpResult chat = Chat(
+      {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}, {"prompt_logprobs", 0}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.Json()["prompt_logprobs"].size(), chat.Json()["usage"]["prompt_tokens"].get<size_t>());
+  ExpectError(
+      Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"prompt_logprobs", 0}, {"stream", true}}),
+      400, "prompt_logprobs");
+  ExpectError(Completion({{"prompt", ids}, {"max_tokens", 0}, {"n", 2}}), 400, "n");
+}
+
+// Streamed, the echoed prompt arrives once scored, with its logprobs, before the new tokens;
+// the whole logprobs object equals the non-streamed one's.
+TEST_F(ServerTest, StreamedEchoCarriesThePromptLogprobsFirst) {
+  json body = {{"prompt", "the cat"}, {"max_tokens", 3},  {"echo", true},
+               {"logprobs", 1},       {"temperature", 0}, {"ignore_eos", true}};
+  HttpResult whole = Completion(body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  body["stream"] = true;
+  std::vector<json> events = Stream("/v1/completions", body);
+  ASSERT_GE(events.size(), 3u);
+  std::string text;
+  json tokens = json::array(), logprobs = json::array();
+  for (const json& e : events) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    text += e["choices"][0]["text"].get<std::string>();
+    const json& lp = e["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;
+    for (const json& t : lp["tokens"]) tokens.push_back(t);
+    for (const json& l : lp["token_logprobs"]) logprobs.push_back(l);
+  }
+  const json first = events[0]["choices"][0];
+  EXPECT_EQ(first["text"], "the cat");
+  EXPECT_TRUE(first["logprobs"]["token_logprobs"][0].is_null());
+  EXPECT_EQ(text, whole.Json()["choices"][0]["text"]);
+  EXPECT_EQ(tokens, whole.Json()["choices"][0]["logprobs"]["tokens"]);
+  EXPECT_EQ(logprobs, whole.Json()["choices"][0]["logprobs"]["token_logprobs"]);
+}
+
 }  // namespace
 }  // namespace ferry
