@@ -120,6 +120,7 @@ Reply CompletionService::Run(GenerationSpec spec, GenerationRequest& gen,
     spec.prompt_tokens.push_back(static_cast<int32_t>(len));
   }
   spec.prompt_logprobs = gen.prompt_logprobs;
+  if (gen.use_beam_search) return RunBeamSearch(spec, gen, prompts, options);
   auto submitted = ctx_.engine->Submit(prompts, options);
   if (auto* e = std::get_if<ApiError>(&submitted)) return Reply::Error(*e);
   spec.n = best_of ? gen.best_of : gen.options.n;
@@ -134,6 +135,54 @@ Reply CompletionService::Run(GenerationSpec spec, GenerationRequest& gen,
   std::variant<json, ApiError> complete = generation->Complete();
   if (auto* e = std::get_if<ApiError>(&complete)) return Reply::Error(*e);
   return Json(std::move(std::get<json>(complete)));
+}
+
+Reply CompletionService::RunBeamSearch(const GenerationSpec& spec, const GenerationRequest& gen,
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       const std::vector<RequestOptions>& options) const {
+  json choices = json::array();
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RequestOptions& o = options[i];
+    BeamSearchOptions b;
+    b.beam_width = o.n;
+    b.max_tokens = o.max_tokens;
+    b.length_penalty = gen.length_penalty;
+    b.constraint = o.sampling.constraint;
+    if (!o.ignore_eos) b.end_tokens = eog_ids_;
+    b.end_tokens.insert(b.end_tokens.end(), o.stop_token_ids.begin(), o.stop_token_ids.end());
+    StatusOr<std::vector<BeamHypothesis>> beams = ctx_.engine->BeamSearch(prompts[i], b);
+    if (!beams.ok()) return Reply::Error(BadRequest("beam search: " + beams.status().message()));
+    prompt_tokens += static_cast<int64_t>(prompts[i].size());
+    for (BeamHypothesis& h : *beams) {
+      if (h.finish_reason == "stop" && !h.tokens.empty()) h.tokens.pop_back();  // the end token is not text
+      completion_tokens += static_cast<int64_t>(h.tokens.size());
+      std::string text;
+      if (ctx_.tokenizer) {
+        IncrementalDetokenizer detok(*ctx_.tokenizer);
+        for (int32_t t : h.tokens) text += detok.Push(t);
+        text += detok.Flush();
+      }
+      json choice = {{"index", choices.size()}};
+      if (spec.api == Api::kChat)
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+      else
+        choice["text"] = text;
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = h.finish_reason;
+      choices.push_back(std::move(choice));
+    }
+  }
+  return Json({{"id", spec.id},
+               {"object", spec.api == Api::kChat ? "chat.completion" : "text_completion"},
+               {"created", UnixNow()},
+               {"model", ctx_.model_name},
+               {"choices", std::move(choices)},
+               {"usage",
+                {{"prompt_tokens", prompt_tokens},
+                 {"completion_tokens", completion_tokens},
+                 {"total_tokens", prompt_tokens + completion_tokens},
+                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}}});
 }
 
 Reply CompletionService::Completions(std::string_view body) {

@@ -60,6 +60,10 @@ class CompletionService {
   // Checks the token ids the request names and turns bad_words and min_tokens into sampling
   // constraints (they need the tokenizer).
   std::optional<ApiError> ResolveConstraints(GenerationRequest& gen) const;
+  // use_beam_search: the n best hypotheses of each prompt, best first, as one response.
+  Reply RunBeamSearch(const GenerationSpec& spec, const GenerationRequest& gen,
+                      const std::vector<std::vector<int32_t>>& prompts,
+                      const std::vector<RequestOptions>& options) const;
   ChatOutputConfig ChatOutputFor(ChatCompletionRequest& r, const std::vector<int32_t>& prompt) const;
 
   ServingContext ctx_;

@@ -35,10 +35,20 @@ StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const Model& model,
   std::unique_ptr<EngineClient> c(new EngineClient());
   c->max_waiting_ = max_waiting;
   c->metrics_ = metrics;
+  c->model_ = &model;
+  c->block_size_ = config.block_size;
+  c->kv_types_ = config.kv_types;
   EngineClient* self = c.get();
   FERRY_ASSIGN_OR_RETURN(c->engine_, Engine::Create(model, tokenizer, config,
                                                     [self](const RequestOutput& o) { self->OnOutput(o); }));
   return c;
+}
+
+StatusOr<std::vector<BeamHypothesis>> EngineClient::BeamSearch(const std::vector<int32_t>& prompt,
+                                                               BeamSearchOptions options) const {
+  options.block_size = block_size_;
+  options.kv_types = kv_types_;
+  return ferry::BeamSearch(*model_, /*pool=*/nullptr, prompt, options);
 }
 
 EngineClient::~EngineClient() {

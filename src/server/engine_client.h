@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/beam_search.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/server_metrics.h"
@@ -55,6 +56,11 @@ class EngineClient {
   // options: [prompts.size()].
   std::variant<std::shared_ptr<OutputChannel>, ApiError> Submit(
       const std::vector<std::vector<int32_t>>& prompts, const std::vector<RequestOptions>& options);
+  // Beam search (use_beam_search) on the calling HTTP thread, beside the engine loop, as vLLM v1
+  // runs it beside its scheduler: the model is immutable and the search owns its KV blocks (in
+  // the engine's block size and K/V types), so it never takes the engine's.
+  StatusOr<std::vector<BeamHypothesis>> BeamSearch(const std::vector<int32_t>& prompt,
+                                                   BeamSearchOptions options) const;
   // Aborts the channel's unfinished requests (their branches finish with reason "abort").
   void Abort(const OutputChannel& channel);
   void AbortAll();
@@ -68,6 +74,9 @@ class EngineClient {
   void OnOutput(const RequestOutput& o);  // on the engine loop thread
 
   int64_t max_waiting_ = 0;
+  const Model* model_ = nullptr;
+  int32_t block_size_ = 16;
+  KvCacheTypes kv_types_;
   ServerMetrics* metrics_ = nullptr;
   mutable std::mutex mu_;  // held across AddRequests + registration so outputs never miss a channel
   std::unordered_map<RequestId, std::shared_ptr<OutputChannel>> channels_;  // guarded by mu_

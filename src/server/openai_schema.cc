@@ -206,6 +206,51 @@ void ReadVllmExtensions(Fields& f, const SchemaLimits& limits, GenerationRequest
   f.Bool("spaces_between_special_tokens", o.spaces_between_special_tokens);
 }
 
+// vLLM's beam search: a deterministic search over whole hypotheses, so the sampling, streaming
+// and per-token fields have no meaning with it and are refused by name.
+std::optional<ApiError> ReadBeamSearch(Fields& f, const json& obj, GenerationRequest& g) {
+  f.Bool("use_beam_search", g.use_beam_search);
+  f.Number("length_penalty", -10.0, 10.0, g.length_penalty);
+  if (f.error) return f.error;
+  if (!g.use_beam_search) {
+    if (f.Has("length_penalty"))
+      return BadRequest("'length_penalty' applies only with 'use_beam_search': true", "length_penalty");
+    return std::nullopt;
+  }
+  static constexpr const char* kRefused[] = {"stream",
+                                             "logprobs",
+                                             "top_logprobs",
+                                             "echo",
+                                             "best_of",
+                                             "stop",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "repetition_penalty",
+                                             "seed",
+                                             "logit_bias",
+                                             "min_tokens",
+                                             "allowed_token_ids",
+                                             "bad_words",
+                                             "prompt_logprobs",
+                                             "tools",
+                                             "tool_choice",
+                                             "include_stop_str_in_output",
+                                             "skip_special_tokens",
+                                             "spaces_between_special_tokens"};
+  for (const char* key : kRefused)
+    if (obj.contains(key))
+      return BadRequest(fmt::format("'{}' is not supported with 'use_beam_search' (a deterministic search "
+                                    "over whole hypotheses, returned when complete)",
+                                    key),
+                        key);
+  if (f.Has("temperature") && g.options.sampling.temperature != 0)
+    return BadRequest("'use_beam_search' is deterministic: 'temperature' must be 0 or absent", "temperature");
+  return std::nullopt;
+}
+
 // The fields both endpoints share. OpenAI's sampling defaults (temperature 1, top_p 1, no
 // top_k/min_p/repeat penalty) replace Ferry's CLI defaults.
 // min_max_tokens: 0 on completions, where max_tokens 0 asks for the prompt only.
@@ -349,6 +394,9 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   if (f.Has("suffix") && !f.error) f.Fail(BadRequest("'suffix' is not supported", "suffix"));
   if (f.error) return *f.error;
   if (auto e = ReadStructuredOutput(obj, /*chat=*/false, r.gen.constraint)) return *e;
+  if (auto e = ReadBeamSearch(f, obj, r.gen)) return *e;
+  if (r.gen.use_beam_search && r.gen.prompt_only)
+    return BadRequest("'use_beam_search' needs new tokens; 'max_tokens' is 0", "max_tokens");
   if (r.gen.prompt_only && (r.gen.best_of > 1 || r.gen.options.n > 1))
     return BadRequest("'n' and 'best_of' above 1 need new tokens; 'max_tokens' is 0",
                       r.gen.best_of > 1 ? "best_of" : "n");
@@ -382,6 +430,7 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
         "tool_choice required or a named function constrains the output already; drop the "
         "response_format / guided field or use tool_choice auto",
         "tool_choice");
+  if (auto e = ReadBeamSearch(f, obj, r.gen)) return *e;
   if (r.gen.prompt_logprobs >= 0 && r.gen.stream)
     return BadRequest("'prompt_logprobs' is not supported with 'stream' on chat completions",
                       "prompt_logprobs");

@@ -39,6 +39,10 @@ struct GenerationRequest {
   int32_t truncate_prompt_tokens = 0;  // > 0: keep only the prompt's last this-many tokens (vLLM's)
   int32_t prompt_logprobs = -1;        // vLLM's: >= 0 scores every prompt token with this many alternatives
   bool prompt_only = false;            // completions' explicit max_tokens 0: score or echo the prompt only
+  // vLLM's use_beam_search: `n` beams, deterministic, the n best hypotheses returned best first,
+  // scored cum_logprob / length^length_penalty (engine/beam_search.h).
+  bool use_beam_search = false;
+  float length_penalty = 1.0f;
   // Structured output (structured_output_request.h); compiled when the request is run.
   std::optional<constraint::ConstraintSpec> constraint;
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "server_fixture.h"
 
@@ -42,16 +43,17 @@ TEST_F(ServerTest, ErrorCodeIsAStringOrNull) {
 }
 
 // A field the server does not act on is a 400 naming it, on both endpoints, never silently
-// ignored (vLLM's `use_beam_search`, a typo of `max_tokens`); OpenAI's informational `user`
+// ignored (vLLM's `return_tokens_as_token_ids`, a typo of `max_tokens`); OpenAI's informational `user`
 // and every field the server reads are accepted.
 TEST_F(ServerTest, UnknownFieldsAre400NamingTheField) {
   const HttpResult typo = Completion({{"prompt", "x"}, {"max_token", 4}});
   ExpectError(typo, 400, "max_token");
-  const HttpResult beam =
-      Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"use_beam_search", true}});
-  ExpectError(beam, 400, "use_beam_search");
-  EXPECT_NE(beam.Json()["error"]["message"].get<std::string>().find("use_beam_search"), std::string::npos)
-      << beam.body;
+  const HttpResult unknown =
+      Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"return_tokens_as_token_ids", true}});
+  ExpectError(unknown, 400, "return_tokens_as_token_ids");
+  EXPECT_NE(unknown.Json()["error"]["message"].get<std::string>().find("return_tokens_as_token_ids"),
+            std::string::npos)
+      << unknown.body;
   const HttpResult user = Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                                 {"max_tokens", 2},
                                 {"user", "u-1"},
@@ -500,6 +502,51 @@ TEST_F(ServerTest, StreamedEchoCarriesThePromptLogprobsFirst) {
   EXPECT_EQ(text, whole.Json()["choices"][0]["text"]);
   EXPECT_EQ(tokens, whole.Json()["choices"][0]["logprobs"]["tokens"]);
   EXPECT_EQ(logprobs, whole.Json()["choices"][0]["logprobs"]["token_logprobs"]);
+}
+
+// vLLM's use_beam_search: one beam is greedy decoding; n beams give n distinct hypotheses,
+// best first; the fields a deterministic whole-hypothesis search cannot honour are refused.
+TEST_F(ServerTest, BeamSearchReturnsTheBestHypotheses) {
+  const json prompt = "the cat sat";
+  HttpResult greedy =
+      Completion({{"prompt", prompt}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(greedy.status, 200) << greedy.body;
+  HttpResult one = Completion(
+      {{"prompt", prompt}, {"max_tokens", 5}, {"use_beam_search", true}, {"n", 1}, {"ignore_eos", true}});
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.Json()["choices"][0]["text"], greedy.Json()["choices"][0]["text"]);
+  HttpResult three = Completion({{"prompt", prompt},
+                                 {"max_tokens", 4},
+                                 {"use_beam_search", true},
+                                 {"n", 3},
+                                 {"length_penalty", 0.5},
+                                 {"ignore_eos", true}});
+  ASSERT_EQ(three.status, 200) << three.body;
+  const json j = three.Json();
+  ASSERT_EQ(j["choices"].size(), 3u) << three.body;
+  std::set<std::string> texts;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "length");
+    texts.insert(j["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_EQ(texts.size(), 3u) << three.body;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  HttpResult chat = Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                          {"max_tokens", 3},
+                          {"use_beam_search", true},
+                          {"n", 2}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.Json()["choices"].size(), 2u);
+  EXPECT_EQ(chat.Json()["choices"][0]["message"]["role"], "assistant");
+  ExpectError(Completion({{"prompt", prompt}, {"length_penalty", 1.5}}), 400, "length_penalty");
+  ExpectError(Completion({{"prompt", prompt}, {"use_beam_search", true}, {"stream", true}}), 400, "stream");
+  ExpectError(Completion({{"prompt", prompt}, {"use_beam_search", true}, {"temperature", 0.7}}), 400,
+              "temperature");
+  ExpectError(Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                    {"use_beam_search", true},
+                    {"logprobs", true}}),
+              400, "logprobs");
 }
 
 }  // namespace
