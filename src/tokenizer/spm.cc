@@ -26,8 +26,6 @@
 
 namespace ferry {
 
-std::atomic<bool> tokenizer_internal::spm_disable_chunking_for_testing{false};
-
 namespace {
 
 struct Symbol {
@@ -209,10 +207,6 @@ class SpmTokenizer final : public TokenizerImpl {
   // Cuts ws.escaped where no merge can span and encodes each chunk.
   void EncodeChunks(Workspace& ws, std::vector<int32_t>& out) const {
     const std::string_view text = ws.escaped;
-    if (tokenizer_internal::spm_disable_chunking_for_testing.load(std::memory_order_relaxed)) {
-      EncodeChunk(ws, text, out);
-      return;
-    }
     size_t chunk_start = 0, prev = 0, prev_n = 0;
     for (size_t offs = 0; offs < text.size();) {
       const size_t n = std::min(utf8::SymbolLength(static_cast<uint8_t>(text[offs])), text.size() - offs);

@@ -2,7 +2,6 @@
 // byte-level BPE "gpt2", WordPiece "bert"), plus the factory for each kind.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,11 +64,5 @@ StatusOr<std::unique_ptr<TokenizerImpl>> CreateSpmTokenizer(const Metadata& md);
 StatusOr<std::unique_ptr<TokenizerImpl>> CreateBpeTokenizer(const Metadata& md);
 // tokenizer.ggml.model == "bert": WordPiece (wordpiece.cc).
 StatusOr<std::unique_ptr<TokenizerImpl>> CreateWordPieceTokenizer(const Metadata& md);
-
-namespace tokenizer_internal {
-// Tests only: encode each SPM fragment with one queue, exactly as llama.cpp does, to check that
-// the chunked encoder (spm.cc) gives the same tokens.
-extern std::atomic<bool> spm_disable_chunking_for_testing;
-}  // namespace tokenizer_internal
 
 }  // namespace ferry
