@@ -149,6 +149,147 @@ double PredictorRecall(const FfnSparsityFile& f, int32_t layer, const float* x, 
   return above > 0 ? static_cast<double>(hit) / static_cast<double>(above) : 1.0;
 }
 
+namespace {
+
+// One layer's least-squares problem: centered inputs xc = x - mean [n, dim], the targets' mean
+// mu [ffn], the ridge-regularized normal matrix S = xc^T xc + lambda I [dim, dim] (Cholesky
+// factored in place: S = Lc Lc^T) and C = xc^T g [dim, ffn] (= xc^T (g - mu)).
+struct RidgeSystem {
+  std::vector<double> mean, mu;
+  Mat s, c;
+};
+
+StatusOr<RidgeSystem> BuildRidgeSystem(const float* x, const std::vector<float>& gate, int64_t n, int64_t dim,
+                                       int64_t ffn, double ridge, ThreadPool* pool) {
+  RidgeSystem r;
+  r.mean.assign(static_cast<size_t>(dim), 0.0);
+  r.mu.assign(static_cast<size_t>(ffn), 0.0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < dim; ++d) r.mean[static_cast<size_t>(d)] += x[t * dim + d];
+  for (double& v : r.mean) v /= static_cast<double>(n);
+  Mat xc(static_cast<size_t>(n * dim));  // [n, dim]
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < dim; ++d)
+      xc[static_cast<size_t>(t * dim + d)] = x[t * dim + d] - r.mean[static_cast<size_t>(d)];
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < ffn; ++j) r.mu[static_cast<size_t>(j)] += gate[static_cast<size_t>(t * ffn + j)];
+  for (double& v : r.mu) v /= static_cast<double>(n);
+
+  r.s.assign(static_cast<size_t>(dim * dim), 0.0);
+  r.c.assign(static_cast<size_t>(dim * ffn), 0.0);
+  Parallel(pool, dim, [&](int64_t d0, int64_t d1) {
+    for (int64_t a = d0; a < d1; ++a)
+      for (int64_t t = 0; t < n; ++t) {
+        const double xa = xc[static_cast<size_t>(t * dim + a)];
+        for (int64_t b = 0; b < dim; ++b)
+          r.s[static_cast<size_t>(a * dim + b)] += xa * xc[static_cast<size_t>(t * dim + b)];
+        double* crow = r.c.data() + a * ffn;
+        const float* gt = gate.data() + t * ffn;
+        for (int64_t j = 0; j < ffn; ++j) crow[j] += xa * gt[j];
+      }
+  });
+  double trace = 0;
+  for (int64_t d = 0; d < dim; ++d) trace += r.s[static_cast<size_t>(d * dim + d)];
+  const double lambda = ridge * std::max(trace / static_cast<double>(dim), 1e-30);
+  for (int64_t d = 0; d < dim; ++d) r.s[static_cast<size_t>(d * dim + d)] += lambda;
+  FERRY_RETURN_IF_ERROR(Cholesky(r.s, dim));
+  return r;
+}
+
+// k := Lc^-1 k, column by column (forward substitution); k: [dim, ffn].
+void ForwardSubstitute(const Mat& lc, Mat& k, int64_t dim, int64_t ffn, ThreadPool* pool) {
+  Parallel(pool, ffn, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < dim; ++i) {
+        double v = k[static_cast<size_t>(i * ffn + j)];
+        for (int64_t q = 0; q < i; ++q)
+          v -= lc[static_cast<size_t>(i * dim + q)] * k[static_cast<size_t>(q * ffn + j)];
+        k[static_cast<size_t>(i * ffn + j)] = v / lc[static_cast<size_t>(i * dim + i)];
+      }
+  });
+}
+
+// k := Lc^-T k, column by column (back substitution); k: [dim, ffn].
+void BackSubstitute(const Mat& lc, Mat& k, int64_t dim, int64_t ffn, ThreadPool* pool) {
+  Parallel(pool, ffn, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = dim - 1; i >= 0; --i) {
+        double v = k[static_cast<size_t>(i * ffn + j)];
+        for (int64_t q = i + 1; q < dim; ++q)
+          v -= lc[static_cast<size_t>(q * dim + i)] * k[static_cast<size_t>(q * ffn + j)];
+        k[static_cast<size_t>(i * ffn + j)] = v / lc[static_cast<size_t>(i * dim + i)];
+      }
+  });
+}
+
+// K's top-r right singular subspace V [ffn, r]: subspace iteration on K K^T for its left
+// subspace U [dim, r], then V = orth(K^T U). k: [dim, ffn].
+Mat TopRightSubspace(const Mat& k, int64_t dim, int64_t ffn, int64_t r, int32_t iters, ThreadPool* pool) {
+  Mat kk(static_cast<size_t>(dim * dim), 0.0);  // K K^T [dim, dim]
+  Parallel(pool, dim, [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a)
+      for (int64_t b = 0; b < dim; ++b) {
+        double v = 0;
+        for (int64_t j = 0; j < ffn; ++j)
+          v += k[static_cast<size_t>(a * ffn + j)] * k[static_cast<size_t>(b * ffn + j)];
+        kk[static_cast<size_t>(a * dim + b)] = v;
+      }
+  });
+  Mat u = StartBasis(dim, r);  // [dim, r]
+  Orthonormalize(u, dim, r);
+  for (int32_t it = 0; it < iters; ++it) {
+    Mat nu(static_cast<size_t>(dim * r), 0.0);
+    for (int64_t a = 0; a < dim; ++a)
+      for (int64_t b = 0; b < dim; ++b) {
+        const double v = kk[static_cast<size_t>(a * dim + b)];
+        for (int64_t q = 0; q < r; ++q)
+          nu[static_cast<size_t>(a * r + q)] += v * u[static_cast<size_t>(b * r + q)];
+      }
+    Orthonormalize(nu, dim, r);
+    u = std::move(nu);
+  }
+  Mat v(static_cast<size_t>(ffn * r), 0.0);  // [ffn, r]
+  for (int64_t j = 0; j < ffn; ++j)
+    for (int64_t a = 0; a < dim; ++a) {
+      const double kv = k[static_cast<size_t>(a * ffn + j)];
+      for (int64_t q = 0; q < r; ++q)
+        v[static_cast<size_t>(j * r + q)] += kv * u[static_cast<size_t>(a * r + q)];
+    }
+  Orthonormalize(v, ffn, r);
+  return v;
+}
+
+// The predictor from the ridge solution W [dim, ffn] and V [ffn, r]: A = (W V)^T [r, dim],
+// B = V, and since the scores are B (A (x - mean)) + mu = B A x + (mu - B A mean), that bias.
+void SetPredictor(const Mat& w, const Mat& v, const RidgeSystem& sys, int64_t dim, int64_t ffn, int64_t r,
+                  FfnLayerSparsity& L) {
+  L.pred_a.assign(static_cast<size_t>(r * dim), 0.f);
+  L.pred_b.resize(static_cast<size_t>(ffn * r));
+  L.pred_bias.resize(static_cast<size_t>(ffn));
+  std::vector<double> a(static_cast<size_t>(r * dim), 0.0);  // [r, dim]
+  for (int64_t d = 0; d < dim; ++d)
+    for (int64_t j = 0; j < ffn; ++j) {
+      const double wj = w[static_cast<size_t>(d * ffn + j)];
+      for (int64_t q = 0; q < r; ++q)
+        a[static_cast<size_t>(q * dim + d)] += wj * v[static_cast<size_t>(j * r + q)];
+    }
+  std::vector<double> am(static_cast<size_t>(r), 0.0);  // A mean [r]
+  for (int64_t q = 0; q < r; ++q)
+    for (int64_t d = 0; d < dim; ++d)
+      am[static_cast<size_t>(q)] += a[static_cast<size_t>(q * dim + d)] * sys.mean[static_cast<size_t>(d)];
+  for (size_t i = 0; i < a.size(); ++i) L.pred_a[i] = static_cast<float>(a[i]);
+  for (int64_t j = 0; j < ffn; ++j) {
+    double b = sys.mu[static_cast<size_t>(j)];
+    for (int64_t q = 0; q < r; ++q) {
+      L.pred_b[static_cast<size_t>(j * r + q)] = static_cast<float>(v[static_cast<size_t>(j * r + q)]);
+      b -= v[static_cast<size_t>(j * r + q)] * am[static_cast<size_t>(q)];
+    }
+    L.pred_bias[static_cast<size_t>(j)] = static_cast<float>(b);
+  }
+}
+
+}  // namespace
+
 StatusOr<FfnSparsityFile> TrainFfnSparsity(const FloatModel& m, const CalibStats& stats,
                                            const FfnSparsifyOptions& o, ThreadPool* pool) {
   const ModelConfig& c = m.config;
@@ -186,116 +327,14 @@ StatusOr<FfnSparsityFile> TrainFfnSparsity(const FloatModel& m, const CalibStats
       for (float& v : act) v = std::fabs(v / (1.0f + std::exp(-v)));
       L.thresholds = Quantiles(act);
     }
-
-    // Centered inputs xc = x - mean; targets: the gate pre-activations, mean mu.
-    std::vector<double> mean(static_cast<size_t>(dim), 0.0), mu(static_cast<size_t>(ffn), 0.0);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t d = 0; d < dim; ++d) mean[static_cast<size_t>(d)] += x[t * dim + d];
-    for (double& v : mean) v /= static_cast<double>(n);
-    Mat xc(static_cast<size_t>(n * dim));  // [n, dim]
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t d = 0; d < dim; ++d)
-        xc[static_cast<size_t>(t * dim + d)] = x[t * dim + d] - mean[static_cast<size_t>(d)];
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < ffn; ++j) mu[static_cast<size_t>(j)] += gate[static_cast<size_t>(t * ffn + j)];
-    for (double& v : mu) v /= static_cast<double>(n);
-
-    // S = xc^T xc + ridge * mean variance * I  [dim, dim]; C = xc^T g  [dim, ffn] (= xc^T (g - mu)).
-    Mat s(static_cast<size_t>(dim * dim), 0.0), cm(static_cast<size_t>(dim * ffn), 0.0);
-    Parallel(pool, dim, [&](int64_t d0, int64_t d1) {
-      for (int64_t a = d0; a < d1; ++a)
-        for (int64_t t = 0; t < n; ++t) {
-          const double xa = xc[static_cast<size_t>(t * dim + a)];
-          for (int64_t b = 0; b < dim; ++b)
-            s[static_cast<size_t>(a * dim + b)] += xa * xc[static_cast<size_t>(t * dim + b)];
-          double* crow = cm.data() + a * ffn;
-          const float* gt = gate.data() + t * ffn;
-          for (int64_t j = 0; j < ffn; ++j) crow[j] += xa * gt[j];
-        }
-    });
-    double trace = 0;
-    for (int64_t d = 0; d < dim; ++d) trace += s[static_cast<size_t>(d * dim + d)];
-    const double lambda = o.ridge * std::max(trace / static_cast<double>(dim), 1e-30);
-    for (int64_t d = 0; d < dim; ++d) s[static_cast<size_t>(d * dim + d)] += lambda;
-    FERRY_RETURN_IF_ERROR(Cholesky(s, dim));  // s = Lc Lc^T
-
-    // Ridge solution W = S^-1 C = Lc^-T K with K = Lc^-1 C  [dim, ffn]; fitted scores' Gram
+    FERRY_ASSIGN_OR_RETURN(RidgeSystem sys, BuildRidgeSystem(x, gate, n, dim, ffn, o.ridge, pool));
+    // Ridge solution W = S^-1 C = Lc^-T K with K = Lc^-1 C [dim, ffn]; the fitted scores' Gram
     // matrix W^T S W = K^T K, so the best rank-r fit keeps K's top right singular subspace V.
-    Mat k = std::move(cm);
-    Parallel(pool, ffn, [&](int64_t j0, int64_t j1) {  // forward substitution per column
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = 0; i < dim; ++i) {
-          double v = k[static_cast<size_t>(i * ffn + j)];
-          for (int64_t q = 0; q < i; ++q)
-            v -= s[static_cast<size_t>(i * dim + q)] * k[static_cast<size_t>(q * ffn + j)];
-          k[static_cast<size_t>(i * ffn + j)] = v / s[static_cast<size_t>(i * dim + i)];
-        }
-    });
-    Mat kk(static_cast<size_t>(dim * dim), 0.0);  // K K^T [dim, dim]
-    Parallel(pool, dim, [&](int64_t a0, int64_t a1) {
-      for (int64_t a = a0; a < a1; ++a)
-        for (int64_t b = 0; b < dim; ++b) {
-          double v = 0;
-          for (int64_t j = 0; j < ffn; ++j)
-            v += k[static_cast<size_t>(a * ffn + j)] * k[static_cast<size_t>(b * ffn + j)];
-          kk[static_cast<size_t>(a * dim + b)] = v;
-        }
-    });
-    Mat u = StartBasis(dim, r);  // [dim, r] -> top-r eigen-subspace of K K^T
-    Orthonormalize(u, dim, r);
-    for (int32_t it = 0; it < o.subspace_iters; ++it) {
-      Mat nu(static_cast<size_t>(dim * r), 0.0);
-      for (int64_t a = 0; a < dim; ++a)
-        for (int64_t b = 0; b < dim; ++b) {
-          const double v = kk[static_cast<size_t>(a * dim + b)];
-          for (int64_t q = 0; q < r; ++q)
-            nu[static_cast<size_t>(a * r + q)] += v * u[static_cast<size_t>(b * r + q)];
-        }
-      Orthonormalize(nu, dim, r);
-      u = std::move(nu);
-    }
-    Mat v(static_cast<size_t>(ffn * r), 0.0);  // V = orth(K^T U) [ffn, r]
-    for (int64_t j = 0; j < ffn; ++j)
-      for (int64_t a = 0; a < dim; ++a) {
-        const double kv = k[static_cast<size_t>(a * ffn + j)];
-        for (int64_t q = 0; q < r; ++q)
-          v[static_cast<size_t>(j * r + q)] += kv * u[static_cast<size_t>(a * r + q)];
-      }
-    Orthonormalize(v, ffn, r);
-    // W = Lc^-T K (back substitution per column), then A = (W V)^T [r, dim], B = V.
-    Parallel(pool, ffn, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = dim - 1; i >= 0; --i) {
-          double val = k[static_cast<size_t>(i * ffn + j)];
-          for (int64_t q = i + 1; q < dim; ++q)
-            val -= s[static_cast<size_t>(q * dim + i)] * k[static_cast<size_t>(q * ffn + j)];
-          k[static_cast<size_t>(i * ffn + j)] = val / s[static_cast<size_t>(i * dim + i)];
-        }
-    });
-    L.pred_a.assign(static_cast<size_t>(r * dim), 0.f);
-    L.pred_b.resize(static_cast<size_t>(ffn * r));
-    L.pred_bias.resize(static_cast<size_t>(ffn));
-    std::vector<double> a(static_cast<size_t>(r * dim), 0.0);  // [r, dim]
-    for (int64_t d = 0; d < dim; ++d)
-      for (int64_t j = 0; j < ffn; ++j) {
-        const double w = k[static_cast<size_t>(d * ffn + j)];
-        for (int64_t q = 0; q < r; ++q)
-          a[static_cast<size_t>(q * dim + d)] += w * v[static_cast<size_t>(j * r + q)];
-      }
-    // Scores B (A (x - mean)) + mu = B A x + (mu - B A mean).
-    std::vector<double> am(static_cast<size_t>(r), 0.0);  // A mean [r]
-    for (int64_t q = 0; q < r; ++q)
-      for (int64_t d = 0; d < dim; ++d)
-        am[static_cast<size_t>(q)] += a[static_cast<size_t>(q * dim + d)] * mean[static_cast<size_t>(d)];
-    for (size_t i = 0; i < a.size(); ++i) L.pred_a[i] = static_cast<float>(a[i]);
-    for (int64_t j = 0; j < ffn; ++j) {
-      double b = mu[static_cast<size_t>(j)];
-      for (int64_t q = 0; q < r; ++q) {
-        L.pred_b[static_cast<size_t>(j * r + q)] = static_cast<float>(v[static_cast<size_t>(j * r + q)]);
-        b -= v[static_cast<size_t>(j * r + q)] * am[static_cast<size_t>(q)];
-      }
-      L.pred_bias[static_cast<size_t>(j)] = static_cast<float>(b);
-    }
+    Mat k = std::move(sys.c);
+    ForwardSubstitute(sys.s, k, dim, ffn, pool);
+    const Mat v = TopRightSubspace(k, dim, ffn, r, o.subspace_iters, pool);
+    BackSubstitute(sys.s, k, dim, ffn, pool);  // k is now W
+    SetPredictor(k, v, sys, dim, ffn, r, L);
     f.layers.push_back(std::move(L));
     if (o.progress) o.progress(l + 1, c.n_layers);
   }
