@@ -16,7 +16,7 @@ struct ArchName {
 constexpr ArchName kArchs[] = {
     {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3moe"}, {"GraniteForCausalLM", "granite"},
-    {"SmolLM3ForCausalLM", "smollm3"},
+    {"SmolLM3ForCausalLM", "smollm3"}, {"Olmo2ForCausalLM", "olmo2"},
 };
 
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
@@ -129,8 +129,8 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   if (result->arch.empty())
     return UnsupportedError(
         "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, MistralForCausalLM, "
-        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM and "
-        "SmolLM3ForCausalLM folders)",
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM, "
+        "SmolLM3ForCausalLM and Olmo2ForCausalLM folders)",
         path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
   const std::string& arch = result->arch;
 

@@ -107,7 +107,7 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
         weight_map.erase(it);
       }
       TensorRef ref;
-      ref.name = HfToGgufTensorName(t.name);
+      ref.name = HfToGgufTensorName(t.name, cfg.arch);
       if (auto [it, inserted] = seen.emplace(ref.name, t.name); !inserted)
         return CorruptFileError("{}: tensors '{}' and '{}' both map to '{}'", dir, it->second, t.name,
                                 ref.name);
@@ -142,7 +142,8 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
   try {  // AutoAWQ checkpoints: qweight/qzeros/scales -> Ferry int4 (awq_import.h)
     FERRY_RETURN_IF_ERROR(ImportAwqTensors(config, dir, src.get()));
   } catch (const std::exception& e) {
-    return InvalidArgumentError("{}: unexpected value type in quantization_config: {}", config_path, e.what());
+    return InvalidArgumentError("{}: unexpected value type in quantization_config: {}", config_path,
+                                e.what());
   }
   src->mutable_metadata().SetString("ferry.source.format", "safetensors");
   return std::unique_ptr<WeightSource>(std::move(src));

@@ -81,11 +81,11 @@ float ModelConfig::AttentionScale() const {
 }
 
 Status CheckArchitecture(const std::string& arch) {
-  for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3"})
+  for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2"})
     if (arch == known) return Status::Ok();
   return UnsupportedError(
       "architecture '{}' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, "
-      "smollm3)",
+      "smollm3, olmo2)",
       arch);
 }
 
@@ -128,8 +128,17 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen2moe" || c.arch == "qwen3" || c.arch == "qwen3moe";
-  c.rope_neox = qwen || md.GetBool("ferry.rope.neox").value_or(false);
+  c.rope_neox = qwen || c.arch == "olmo2" || md.GetBool("ferry.rope.neox").value_or(false);
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
+  c.qk_norm_whole = c.arch == "olmo2";
+  c.pre_norms = c.arch != "olmo2";
+  c.post_norms = c.arch == "olmo2";
+  // OLMo 3 GGUFs (arch olmo2) add sliding-window layers, which this forward pass does not run.
+  if (c.arch == "olmo2" && md.GetInt(p + "attention.sliding_window").value_or(0) > 0)
+    return UnsupportedError(
+        "'{}attention.sliding_window' is set: olmo2 with sliding-window layers (OLMo 3) "
+        "is not supported yet",
+        p);
   FERRY_RETURN_IF_ERROR(ReadMoeConfig(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadNopeLayers(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadGraniteScales(md, p, &c));

@@ -12,7 +12,7 @@
 namespace ferry {
 
 struct ModelConfig {
-  std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3"
+  std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2"
   std::string name;  // general.name, for display
   int32_t n_vocab = 0;
   int32_t dim = 0;  // embedding width
@@ -34,6 +34,13 @@ struct ModelConfig {
   }
   // qwen3: RMSNorm (attn_q_norm / attn_k_norm, [head_dim]) on each head of q and k before RoPE.
   bool qk_norm = false;
+  // olmo2: q and k RMS-normalized over the whole projection (attn_q_norm [n_heads head_dim],
+  // attn_k_norm [n_kv_heads head_dim]) before RoPE, instead of per head.
+  bool qk_norm_whole = false;
+  // olmo2: no norm before attention or FFN (no attn_norm / ffn_norm); each block's output goes
+  // through its post norm (post_attention_norm / post_ffw_norm) before the residual add.
+  bool pre_norms = true;
+  bool post_norms = false;
 
   // Granite's multipliers (llama.cpp's f_*_scale; 0 = absent): the embeddings are multiplied by
   // embedding_scale, attention scores by attention_scale (instead of 1/sqrt(head_dim)), each

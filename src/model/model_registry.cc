@@ -23,6 +23,7 @@ constexpr Entry kArchitectures[] = {
     {"qwen3moe", &CreateLlamaModel},  // qwen3 attention + routed experts, no shared expert
     {"granite", &CreateLlamaModel},   // embedding / attention / residual / logit multipliers
     {"smollm3", &CreateLlamaModel},   // no RoPE on every 4th layer (nope_layers)
+    {"olmo2", &CreateLlamaModel},     // post norms only, q/k norms over the whole projection
 };
 
 }  // namespace

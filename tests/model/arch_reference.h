@@ -1,5 +1,5 @@
 // A plain scalar forward pass of the llama-family architectures (llama, qwen3, qwen3moe, granite,
-// smollm3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and sharing no code
+// smollm3, olmo2), written from llama.cpp's graphs (src/models/*.cpp) for the tests and sharing no code
 // with model/llama.cc: it reads the metadata keys and tensors itself, in double precision, one
 // token at a time over the whole prefix. Slow and obvious on purpose.
 #pragma once
@@ -32,8 +32,9 @@ class ReferenceForward {
     experts_ = md.GetInt(p + "expert_count").value_or(0);
     experts_used_ = md.GetInt(p + "expert_used_count").value_or(0);
     vocab_ = *md.GetInt(p + "vocab_size");
-    neox_ = arch_.rfind("qwen", 0) == 0 || md.GetBool("ferry.rope.neox").value_or(false);
+    neox_ = arch_.rfind("qwen", 0) == 0 || arch_ == "olmo2" || md.GetBool("ferry.rope.neox").value_or(false);
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe";
+    olmo2_ = arch_ == "olmo2";
     if (arch_ == "granite") {  // llama.cpp's f_*_scale; 0 = not applied
       emb_scale_ = md.GetFloat(p + "embedding_scale").value_or(0.0);
       attn_scale_ = md.GetFloat(p + "attention.scale").value_or(0.0);
@@ -57,13 +58,18 @@ class ReferenceForward {
         x[i * dim_ + d] = emb[toks[i] * dim_ + d] * (emb_scale_ != 0 ? emb_scale_ : 1.0);
     for (int64_t l = 0; l < layers_; ++l) {
       const std::string b = "blk." + std::to_string(l) + ".";
-      std::vector<double> xn = Norm(x, n, dim_, T(b + "attn_norm.weight"));
+      // olmo2 (llama.cpp src/models/olmo2.cpp): no pre norms; attention and FFN read x itself.
+      std::vector<double> xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "attn_norm.weight"));
       std::vector<double> q = MatMul(T(b + "attn_q.weight"), xn, n, q_dim, dim_);  // [n, heads, hd]
       std::vector<double> k = MatMul(T(b + "attn_k.weight"), xn, n, kv_dim, dim_);
       std::vector<double> v = MatMul(T(b + "attn_v.weight"), xn, n, kv_dim, dim_);
       if (qk_norm_) {  // every head of q and k on its own
         q = Norm(q, n * heads_, hd_, T(b + "attn_q_norm.weight"));
         k = Norm(k, n * kv_heads_, hd_, T(b + "attn_k_norm.weight"));
+      }
+      if (olmo2_) {  // all heads together
+        q = Norm(q, n, q_dim, T(b + "attn_q_norm.weight"));
+        k = Norm(k, n, kv_dim, T(b + "attn_k_norm.weight"));
       }
       if (rope_[static_cast<size_t>(l)]) {
         Rope(q, n, heads_);
@@ -86,9 +92,11 @@ class ReferenceForward {
             for (int64_t d = 0; d < hd_; ++d)
               att[(i * heads_ + h) * hd_ + d] += s[j] * v[(j * kv_heads_ + g) * hd_ + d];
         }
-      AddScaled(x, MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim));
-      xn = Norm(x, n, dim_, T(b + "ffn_norm.weight"));
-      AddScaled(x, experts_ > 0 ? Moe(b, xn, n) : SwiGlu(b + "ffn_", ".weight", xn, n));
+      AddScaled(x, PostNorm(MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim), n,
+                            b + "post_attention_norm"));
+      xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "ffn_norm.weight"));
+      AddScaled(x, PostNorm(experts_ > 0 ? Moe(b, xn, n) : SwiGlu(b + "ffn_", ".weight", xn, n), n,
+                            b + "post_ffw_norm"));
     }
     std::vector<double> logits = MatMul(src_.FindTensor("output.weight") ? T("output.weight") : emb,
                                         Norm(x, n, dim_, T("output_norm.weight")), n, vocab_, dim_);
@@ -150,6 +158,10 @@ class ReferenceForward {
     for (double& v : s) sum += (v = std::exp(v - m));
     for (double& v : s) v /= sum;
   }
+  // olmo2's norm of a block's output before the residual add; others add it as it is.
+  std::vector<double> PostNorm(const std::vector<double>& y, int64_t n, const std::string& name) const {
+    return olmo2_ ? Norm(y, n, dim_, T(name + ".weight")) : y;
+  }
   void AddScaled(std::vector<double>& x, const std::vector<double>& delta) const {
     for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i] * (res_scale_ != 0 ? res_scale_ : 1.0);
   }
@@ -189,7 +201,7 @@ class ReferenceForward {
   std::string arch_;
   int64_t dim_, layers_, heads_, kv_heads_, hd_, experts_, experts_used_, vocab_;
   double eps_, theta_, emb_scale_ = 0, attn_scale_ = 0, res_scale_ = 0, logit_scale_ = 0;
-  bool neox_, qk_norm_;
+  bool neox_, qk_norm_, olmo2_;
   std::vector<bool> rope_;  // [layers] false: a NoPE layer
 };
 

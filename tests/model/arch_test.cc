@@ -1,4 +1,4 @@
-// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3): each tiny preset against
+// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2): each tiny preset against
 // the plain scalar reference of arch_reference.h on every ISA table, the config each reads
 // from its GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
 #include <gtest/gtest.h>
@@ -22,7 +22,8 @@
 namespace ferry {
 namespace {
 
-const char* const kTinyPresets[] = {"qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny"};
+const char* const kTinyPresets[] = {"qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
+                                    "olmo2-tiny"};
 
 std::vector<int32_t> Prompt(int n) {
   std::vector<int32_t> t;
@@ -99,6 +100,22 @@ TEST(Architectures, ConfigFromGgufKeys) {
   EXPECT_EQ(s.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));  // llama.cpp: every 4th layer
   EXPECT_FALSE(s.UsesRope(3));
   EXPECT_TRUE(s.UsesRope(2));
+  const ModelConfig o = open("olmo2-tiny");
+  EXPECT_TRUE(o.qk_norm_whole && o.post_norms && o.rope_neox);
+  EXPECT_FALSE(o.qk_norm || o.pre_norms);
+}
+
+// OLMo 3 GGUFs reuse arch olmo2 with sliding-window layers, which Ferry does not run yet.
+TEST(Architectures, Olmo2WithSlidingWindowIsRefused) {
+  auto src = formats::OpenWeightSource(
+      testing::WriteSyntheticTestModel(testing::TempDir(), "olmo2-tiny", DType::kF32));
+  ASSERT_TRUE(src.ok());
+  Metadata md = (*src)->metadata();
+  md.SetUint("olmo2.attention.sliding_window", 4096);
+  auto cfg = ModelConfig::FromMetadata(md);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("olmo2.attention.sliding_window"), std::string::npos)
+      << cfg.status().ToString();
 }
 
 TEST(Architectures, GraniteNeedsLogitScale) {
@@ -133,6 +150,8 @@ std::string HfName(const std::string& g) {
       {"ffn_down.weight", "mlp.down_proj.weight"},
       {"attn_norm.weight", "input_layernorm.weight"},
       {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},  // olmo2 (no ffn_norm there)
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
       {"ffn_gate_inp.weight", "mlp.gate.weight"}};
   if (auto it = kGlobal.find(g); it != kGlobal.end()) return it->second;
   const size_t dot = g.find('.', 4);
@@ -208,6 +227,7 @@ TEST(Architectures, HfFolderMatchesGguf) {
       {"granite-tiny", "GraniteForCausalLM",
        R"(, "embedding_multiplier": 12.0, "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0)"},
       {"smollm3-tiny", "SmolLM3ForCausalLM", R"(, "no_rope_layers": [1, 1, 1, 0])"},
+      {"olmo2-tiny", "Olmo2ForCausalLM", ""},
   };
   for (const HfCase& hc : cases) {
     const std::string dir = testing::TempDir();
