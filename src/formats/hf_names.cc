@@ -30,11 +30,13 @@ constexpr Rename kLayer[] = {
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
 };
 
-// Architectures with post norms (olmo2) call the norm after attention what llama calls the
-// FFN's pre norm: transformers' post_attention_layernorm is llama.cpp's post_attention_norm there.
+// Architectures with post norms (olmo2, gemma2, gemma3) call the norm after attention what
+// llama calls the FFN's pre norm: transformers' post_attention_layernorm is llama.cpp's
+// post_attention_norm there, and gemma's FFN pre norm is pre_feedforward_layernorm.
 constexpr Rename kPostNormLayer[] = {
     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
 };
 
 constexpr Rename kGlobal[] = {
@@ -46,7 +48,7 @@ constexpr Rename kGlobal[] = {
 }  // namespace
 
 bool HasPostNorms(std::string_view arch) {
-  return arch == "olmo2";
+  return arch == "olmo2" || arch == "gemma2" || arch == "gemma3";
 }
 
 std::string HfToGgufTensorName(std::string_view hf_name, std::string_view arch) {

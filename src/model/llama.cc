@@ -33,6 +33,12 @@ void ScaleInPlace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
+// x[i] = cap * tanh(x[i] / cap): gemma's final logit soft-capping, once per output row.
+void SoftCapInPlace(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
 class WeightReader {
  public:
@@ -133,7 +139,8 @@ class LlamaModel final : public Model {
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
   std::vector<float> output_norm_;  // [dim]
   std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
+  std::vector<float> inv_freq_;      // [rot_dim/2] RoPE angle per position, scaling applied
+  std::vector<float> inv_freq_swa_;  // [rot_dim/2] the same for sliding-window layers (gemma)
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
@@ -145,6 +152,9 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   if (cfg.qk_norm_whole && options.sparsity.UsesHeadPruning())
     return UnsupportedError("'{}': head pruning is not supported for {} (its q/k norm spans all heads)",
                             src.path(), cfg.arch);
+  // The contextual-sparse FFN and the MoE FFN compute SwiGLU only.
+  if (cfg.gelu_ffn && options.sparsity.UsesFfnSparsity())
+    return UnsupportedError("'{}': FFN sparsity is not supported for {} (GeGLU FFN)", src.path(), cfg.arch);
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
   m->sparsity_ = options.sparsity;
@@ -220,12 +230,18 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   if (r.Has("rope_freqs.weight")) {
     FERRY_ASSIGN_OR_RETURN(factors, r.Vector("rope_freqs.weight", half));
   }
-  const float theta_scale = std::pow(cfg.rope_theta, -2.0f / static_cast<float>(cfg.rot_dim));
-  float base = 1.0f;
-  for (int32_t j = 0; j < half; ++j) {
-    m->inv_freq_.push_back(base * cfg.rope_freq_scale / factors[static_cast<size_t>(j)]);
-    base *= theta_scale;
-  }
+  auto inv_freq = [&](float theta, float freq_scale) {
+    const float theta_scale = std::pow(theta, -2.0f / static_cast<float>(cfg.rot_dim));
+    std::vector<float> out;
+    float base = 1.0f;
+    for (int32_t j = 0; j < half; ++j) {
+      out.push_back(base * freq_scale / factors[static_cast<size_t>(j)]);
+      base *= theta_scale;
+    }
+    return out;
+  };
+  m->inv_freq_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale);
+  m->inv_freq_swa_ = inv_freq(cfg.rope_theta_swa, cfg.rope_freq_scale_swa);
   FERRY_RETURN_IF_ERROR(m->attn_sparsity_.Configure(m->sparsity_, cfg, m->AttentionRefs()));
   return std::unique_ptr<Model>(std::move(m));
 }
@@ -281,6 +297,11 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
   }
   if (options.taps && !so.Exact())
     return InvalidArgumentError("activation taps run the exact model only (no sparsity options)");
+  if ((config_.sliding_window > 0 || config_.attn_softcap > 0.0f) && so.UsesSparseAttention())
+    return InvalidArgumentError(
+        "sparse attention (head pruning, value skipping, progressive scores) is not supported for {} "
+        "(sliding-window / soft-capped attention)",
+        config_.arch);
   return Status::Ok();
 }
 
@@ -405,19 +426,21 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
     }
     const int32_t pos = p.b.positions[static_cast<size_t>(i)];
     if (c.UsesRope(l)) {  // SmolLM3's NoPE layers attend by content alone
-      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+      const float* freq = c.IsSlidingLayer(l) ? inv_freq_swa_.data() : inv_freq_.data();
+      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
+      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
     }
     if (qi != q + i * qd) std::copy_n(qi, qd, q + i * qd);
     WriteKv(p, l, blk, i, ki, vi);
   }
   float* attn = p.s.layer.Floats(kAttn, n * qd);  // [n, n_q, hd]
   const float scale = c.AttentionScale();
+  const kernels::AttentionVariant variant{c.IsSlidingLayer(l) ? c.sliding_window : 0, c.attn_softcap};
   auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* pool) {
     const int32_t seq = p.b.seq_ids[static_cast<size_t>(r.begin)];
     const int n_q = static_cast<int>(r.end - r.begin);
     attn_sparsity_.Attend(p.so, c, q + r.begin * qd, n_q, blk.n_q, blk.head_kv, p.slots + r.begin,
-                          p.kv.View(l, seq), attn + r.begin * qd, p.stats, pool);
+                          p.kv.View(l, seq), attn + r.begin * qd, p.stats, pool, variant);
     if (blk.head_kv) return;
     if (float* sums = p.kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
       kernels::AccumulateAttentionWeights(q + r.begin * qd, n_q, p.slots + r.begin, c.n_heads, c.n_kv_heads,
@@ -450,17 +473,17 @@ void LlamaModel::Ffn(const Pass& p, int32_t l, const float* xn, float* out) cons
     return;
   }
   Tap(p, l, InputKind::kFfnIn, xn, config_.dim);
-  float* gate = p.s.layer.Floats(kGate, n * ffn);  // [n, ffn] gate, then SiLU(gate) * up
+  float* gate = p.s.layer.Floats(kGate, n * ffn);  // [n, ffn] gate, then act(gate) * up
+  auto* act = config_.gelu_ffn ? &kernels::GeluTanhMul : &kernels::SiluMul;  // GeGLU (gemma) or SwiGLU
   if (w.w_gate_up.n_out > 0 && !p.taps) {
     float* gu = p.s.layer.Floats(kGateUp, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
     w.w_gate_up.Apply(xn, n, gu, p.pool);
-    for (int64_t i = 0; i < n; ++i)
-      kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+    for (int64_t i = 0; i < n; ++i) act(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
   } else {
     float* up = p.s.layer.Floats(kUp, n * ffn);  // [n, ffn]
     Apply(p, l, LinearKind::kGate, w.w_gate, xn, gate);
     Apply(p, l, LinearKind::kUp, w.w_up, xn, up);
-    kernels::SiluMul(gate, up, gate, n * ffn);
+    act(gate, up, gate, n * ffn);
   }
   Tap(p, l, InputKind::kFfnMid, gate, ffn);
   Apply(p, l, LinearKind::kDown, w.w_down, gate, out);  // [n, dim]
@@ -502,6 +525,15 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     slots[i] = kv.Slot(b.seq_ids[static_cast<size_t>(i)], b.positions[static_cast<size_t>(i)]);
     sum_keys += slots[i] + 1;
     max_slot = std::max(max_slot, slots[i]);
+  }
+  // A sliding window counts positions back from the query: it needs every position in its
+  // own slot (no budgeted cache) and no H2O scores (their kernel has no window).
+  if (c.sliding_window > 0) {
+    for (int64_t i = 0; i < n; ++i)
+      if (slots[i] != b.positions[static_cast<size_t>(i)] || kv.AttentionWeightSums(0, b.seq_ids[0]))
+        return InvalidArgumentError(
+            "{} has sliding-window layers, which need a KV cache keeping every position (no --kv-budget)",
+            c.arch);
   }
   b.SeqRuns(&s.runs);  // attention is one kernel call per sequence run
   // A decode batch is many one-query runs, each too small to be worth the pool inside the
@@ -556,6 +588,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   if (n_out > 0) output_.Apply(xn, n_out, logits, pool);
   // granite divides the logits, as llama.cpp does: times the float reciprocal.
   if (n_out > 0 && c.logit_scale != 0.0f) ScaleInPlace(logits, n_out * c.n_vocab, 1.0f / c.logit_scale);
+  if (n_out > 0 && c.final_softcap > 0.0f)
+    SoftCapInPlace(logits, n_out * c.n_vocab, c.final_softcap);  // gemma
   kv.EndForward(b);
   return Status::Ok();
 }
