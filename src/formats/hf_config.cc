@@ -16,7 +16,8 @@ struct ArchName {
 constexpr ArchName kArchs[] = {
     {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3moe"}, {"GraniteForCausalLM", "granite"},
-    {"SmolLM3ForCausalLM", "smollm3"},
+    {"SmolLM3ForCausalLM", "smollm3"}, {"Olmo2ForCausalLM", "olmo2"},       {"Gemma2ForCausalLM", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3"},
 };
 
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
@@ -90,6 +91,43 @@ Status Qwen3MoeConfig(const nlohmann::json& config, const std::string& path, Met
   return Status::Ok();
 }
 
+// Gemma 2/3 under the GGUF keys llama.cpp's converter writes (conversion/gemma.py), plus
+// query_pre_attn_scalar as Ferry's ferry.attention.scale (llama.cpp infers it from the size).
+Status GemmaConfig(const nlohmann::json& config, const std::string& path, const std::string& arch,
+                   int64_t layers, Metadata* meta) {
+  const std::string act = config.value("hidden_activation", std::string("gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh")
+    return UnsupportedError("{}: \"hidden_activation\" '{}' is not supported (gelu_pytorch_tanh is)", path,
+                            act);
+  if (auto q = JsonFloat(config, "query_pre_attn_scalar")) {
+    if (!(*q > 0)) return InvalidArgumentError("{}: \"query_pre_attn_scalar\" must be positive", path);
+    meta->SetFloat("ferry.attention.scale",
+                   1.0f / std::sqrt(static_cast<float>(*q)));  // as the GGUF path rounds
+  }
+  if (auto w = JsonInt(config, "sliding_window"))
+    meta->Set(arch + ".attention.sliding_window",
+              MetaValue::Uint(static_cast<uint64_t>(std::max<int64_t>(*w, 0)), Type::kU32));
+  // A null cap is no capping: written as 0, which the config reads as none.
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (auto it = config.find(key); it != config.end())
+      meta->SetFloat(arch + "." + key, it->is_number() ? it->get<double>() : 0.0);
+  if (arch != "gemma3") return Status::Ok();
+  if (auto base = JsonFloat(config, "rope_local_base_freq"))
+    meta->SetFloat("gemma3.rope.freq_base_swa", *base);
+  if (auto it = config.find("layer_types"); it != config.end() && it->is_array()) {
+    if (static_cast<int64_t>(it->size()) != layers)
+      return InvalidArgumentError("{}: \"layer_types\" must list one type per layer ({})", path, layers);
+    std::vector<int32_t> sliding;
+    for (const nlohmann::json& t : *it)
+      sliding.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
+    meta->SetIntArray("gemma3.attention.sliding_window_pattern", sliding);
+  } else if (auto period = JsonInt(config, "sliding_window_pattern")) {
+    meta->Set("gemma3.attention.sliding_window_pattern",
+              MetaValue::Uint(static_cast<uint64_t>(std::max<int64_t>(*period, 0)), Type::kU32));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<float> Llama3RopeFactors(double rope_theta, int64_t rot_dim, double factor,
@@ -129,8 +167,8 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   if (result->arch.empty())
     return UnsupportedError(
         "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, MistralForCausalLM, "
-        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM and "
-        "SmolLM3ForCausalLM folders)",
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM, "
+        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM folders)",
         path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
   const std::string& arch = result->arch;
 
@@ -215,6 +253,10 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   if (arch == "granite") GraniteScales(config, meta);
   if (arch == "smollm3") FERRY_RETURN_IF_ERROR(SmolLM3NopeLayers(config, path, layers, meta));
   if (arch == "qwen3moe") FERRY_RETURN_IF_ERROR(Qwen3MoeConfig(config, path, meta));
+  if (arch == "gemma2" || arch == "gemma3") {
+    FERRY_RETURN_IF_ERROR(GemmaConfig(config, path, arch, layers, meta));
+    result->norm_shift = 1.0f;
+  }
 
   for (const char* key : {"bos_token_id", "eos_token_id"}) {
     auto it = config.find(key);

@@ -14,6 +14,7 @@ struct HfConfigResult {
   std::string arch;               // "llama", "qwen2"
   bool tied_embeddings = false;   // tie_word_embeddings
   std::vector<float> rope_freqs;  // [rot_dim / 2] llama3 divisors; empty when none
+  float norm_shift = 0.0f;        // added to every norm weight at load (gemma: 1, its 1 + w)
 };
 
 // Fills `meta` from a parsed config.json. `path` names the file in errors; `default_name`

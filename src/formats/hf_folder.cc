@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "core/fp16.h"
 #include "formats/awq_import.h"
 #include "formats/hf_config.h"
 #include "formats/hf_names.h"
@@ -48,6 +49,38 @@ Status ReadShardList(const std::string& index_path, std::vector<std::string>* sh
       if (!seen) shards->push_back(file);
     }
     (*weight_map)[e.key()] = file;
+  }
+  return Status::Ok();
+}
+
+// Gemma's norms multiply by (1 + w) and store w; GGUFs (llama.cpp's converter) store 1 + w,
+// which the forward pass reads as a plain RMSNorm weight. Every "*norm.weight" tensor becomes
+// an owned f32 copy with `shift` added.
+Status ShiftNormWeights(const std::string& dir, float shift, LoadedWeightSource* src) {
+  for (TensorRef& t : src->mutable_tensors()) {
+    if (!t.name.ends_with("norm.weight")) continue;
+    const int64_t n = t.NumElements();
+    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
+      return UnsupportedError("{}: norm tensor '{}' has type {} (f32, f16 or bf16 expected)", dir, t.name,
+                              DTypeName(t.dtype));
+    if (t.nbytes != static_cast<size_t>(n) * (t.dtype == DType::kF32 ? 4 : 2))
+      return CorruptFileError("{}: tensor '{}' holds {} bytes for {} elements", dir, t.name, t.nbytes, n);
+    auto* out = static_cast<float*>(src->AllocateOwned(static_cast<size_t>(n) * sizeof(float)));  // [n]
+    if (!out) return ResourceExhaustedError("{}: out of memory for '{}'", dir, t.name);
+    for (int64_t i = 0; i < n; ++i) {
+      float v;
+      if (t.dtype == DType::kF32) {
+        std::memcpy(&v, static_cast<const uint8_t*>(t.data) + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, static_cast<const uint8_t*>(t.data) + 2 * i, 2);
+        v = t.dtype == DType::kF16 ? Fp16ToFp32(h) : Bf16ToFp32(h);
+      }
+      out[i] = v + shift;
+    }
+    t.dtype = DType::kF32;
+    t.data = out;
+    t.nbytes = static_cast<size_t>(n) * sizeof(float);
   }
   return Status::Ok();
 }
@@ -107,7 +140,7 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
         weight_map.erase(it);
       }
       TensorRef ref;
-      ref.name = HfToGgufTensorName(t.name);
+      ref.name = HfToGgufTensorName(t.name, cfg.arch);
       if (auto [it, inserted] = seen.emplace(ref.name, t.name); !inserted)
         return CorruptFileError("{}: tensors '{}' and '{}' both map to '{}'", dir, it->second, t.name,
                                 ref.name);
@@ -124,6 +157,7 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
         "not hold it",
         dir, weight_map.begin()->first, weight_map.begin()->second);
 
+  if (cfg.norm_shift != 0.0f) FERRY_RETURN_IF_ERROR(ShiftNormWeights(dir, cfg.norm_shift, src.get()));
   if (!cfg.rope_freqs.empty()) {
     if (seen.count("rope_freqs.weight"))
       return CorruptFileError("{}: the checkpoint already holds a 'rope_freqs.weight' tensor", dir);
@@ -142,7 +176,8 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
   try {  // AutoAWQ checkpoints: qweight/qzeros/scales -> Ferry int4 (awq_import.h)
     FERRY_RETURN_IF_ERROR(ImportAwqTensors(config, dir, src.get()));
   } catch (const std::exception& e) {
-    return InvalidArgumentError("{}: unexpected value type in quantization_config: {}", config_path, e.what());
+    return InvalidArgumentError("{}: unexpected value type in quantization_config: {}", config_path,
+                                e.what());
   }
   src->mutable_metadata().SetString("ferry.source.format", "safetensors");
   return std::unique_ptr<WeightSource>(std::move(src));

@@ -30,6 +30,15 @@ constexpr Rename kLayer[] = {
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
 };
 
+// Architectures with post norms (olmo2, gemma2, gemma3) call the norm after attention what
+// llama calls the FFN's pre norm: transformers' post_attention_layernorm is llama.cpp's
+// post_attention_norm there, and gemma's FFN pre norm is pre_feedforward_layernorm.
+constexpr Rename kPostNormLayer[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+};
+
 constexpr Rename kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -38,7 +47,11 @@ constexpr Rename kGlobal[] = {
 
 }  // namespace
 
-std::string HfToGgufTensorName(std::string_view hf_name) {
+bool HasPostNorms(std::string_view arch) {
+  return arch == "olmo2" || arch == "gemma2" || arch == "gemma3";
+}
+
+std::string HfToGgufTensorName(std::string_view hf_name, std::string_view arch) {
   for (const Rename& r : kGlobal)
     if (hf_name == r.hf) return std::string(r.gguf);
   constexpr std::string_view kPrefix = "model.layers.";
@@ -49,6 +62,9 @@ std::string HfToGgufTensorName(std::string_view hf_name) {
   if (digits == 0 || digits > 9 || digits >= rest.size() || rest[digits] != '.') return std::string(hf_name);
   std::string_view layer = rest.substr(0, digits);
   std::string_view suffix = rest.substr(digits + 1);
+  if (HasPostNorms(arch))
+    for (const Rename& r : kPostNormLayer)
+      if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
   for (const Rename& r : kLayer)
     if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
   // MoE experts, one tensor each: mlp.experts.E.{gate,up,down}_proj.weight -> ffn_{gate,up,down}.E.weight,

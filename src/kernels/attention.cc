@@ -11,7 +11,9 @@
 // n_q, the batch, the query tile, head grouping or thread count. The micro-kernels
 // (dispatch.h attn_scores / attn_softmax / attn_pv) keep that: a row's sums never depend on
 // the rows beside it, and a key past a query's position gets p = 0, which leaves its
-// accumulator bit-identical. A tile's rows (query x head) are scored against the key tile
+// accumulator bit-identical. A sliding window (AttentionVariant) masks the keys before it
+// within the same tiles (score -inf, so p = 0) and skips tiles and chunks wholly before it: the
+// tiling stays a function of position alone. A tile's rows (query x head) are scored against the key tile
 // together, so one loaded K or V row feeds several rows from registers.
 // Both schedules below run exactly that arithmetic, so their bits agree:
 //  - many tasks (prefill): a task is a query tile (up to kMaxQueryTile consecutive queries of
@@ -52,6 +54,7 @@ struct AttnArgs {
   int64_t k_row, v_row;          // bytes of one head row of K / V (kv_row.h KvRowBytes)
   int64_t k_stride, v_stride;    // bytes per token slot: n_kv_heads * k_row / v_row
   float scale;
+  AttentionVariant variant;
   const KvBlocks* kv;
   internal::AttnScoresFn scores;  // the K type's micro-kernel
   internal::AttnPvFn pv;          // the V type's
@@ -73,13 +76,14 @@ struct Partial {
 // Per-thread scratch of a task of up to R rows, O(tile) (never n_q x n_keys):
 //   s:     [R, kKeyTile] scores, then probabilities, of one key tile
 //   q_rows, acc_rows: [R] pointers of the rows active in the current key tile
-//   ids:   [R] their task row indices; n_valid: [R] their keys in the tile
+//   ids:   [R] their task row indices; n_valid: [R] their keys in the tile, of which the first
+//          n_masked: [R] are before the row's sliding window
 //   run, part: partial softmaxes of R rows ([R] m, [R] l, [R, head_dim] acc each)
 struct Scratch {
   std::vector<float> s;
   std::vector<const float*> q_rows;
   std::vector<float*> acc_rows;
-  std::vector<int> ids, n_valid;
+  std::vector<int> ids, n_valid, n_masked;
   std::vector<float> run_data, part_data;
   Partial run, part;
 
@@ -89,6 +93,7 @@ struct Scratch {
         acc_rows(rows),
         ids(rows),
         n_valid(rows),
+        n_masked(rows),
         run_data(static_cast<size_t>(rows) * (hd + 2)),
         part_data(static_cast<size_t>(rows) * (hd + 2)) {
     run = Partial{run_data.data(), run_data.data() + rows, run_data.data() + 2 * rows};
@@ -100,6 +105,31 @@ int NumChunks(int n_keys) {
   return (n_keys + kKvChunk - 1) / kKvChunk;
 }
 
+// Keys [KeyLo, KeyHi) of query t: all up to its position, or its sliding window.
+int KeyHi(const AttnArgs& a, int t) {
+  return a.q_pos[t] + 1;
+}
+int KeyLo(const AttnArgs& a, int t) {
+  return a.variant.window > 0 ? std::max(0, KeyHi(a, t) - a.variant.window) : 0;
+}
+int FirstChunk(const AttnArgs& a, int t) {
+  return KeyLo(a, t) / kKvChunk;
+}
+// Whether query t has keys in chunk c.
+bool ReachesChunk(const AttnArgs& a, int t, int c) {
+  return KeyHi(a, t) > c * kKvChunk && KeyLo(a, t) < (c + 1) * kKvChunk;
+}
+
+// Soft-capping of one row's n scores (gemma2), then the keys before its window set to -inf
+// (p = 0 in the softmax, whose exp maps -inf to exactly 0 on every table).
+void ShapeScores(const AttentionVariant& v, float* s, int n, int n_masked) {
+  if (v.logit_softcap > 0.f) {
+    const float cap = v.logit_softcap, inv = 1.0f / cap;
+    for (int j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
+  }
+  std::fill(s, s + n_masked, -std::numeric_limits<float>::infinity());
+}
+
 // The rows of `task` whose queries reach chunk c attend its keys -> p (rows indexed as the
 // task's; rows not reaching chunk c are left untouched). Returns whether any row did.
 bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
@@ -108,9 +138,8 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
   const int k0 = c * kKvChunk;
   int k_end = k0;  // the furthest key any row reads in this chunk
   for (int qi = 0; qi < task.nq; ++qi) {
-    const int n_keys = a.q_pos[task.t0 + qi] + 1;
-    if (n_keys <= k0) continue;
-    k_end = std::max(k_end, std::min(n_keys, k0 + kKvChunk));
+    if (!ReachesChunk(a, task.t0 + qi, c)) continue;
+    k_end = std::max(k_end, std::min(KeyHi(a, task.t0 + qi), k0 + kKvChunk));
     for (int i = 0; i < nh; ++i) {
       const int r = qi * nh + i;
       p.m[r] = -std::numeric_limits<float>::infinity();
@@ -130,20 +159,23 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
     for (int p0 = pos; p0 < blk_end; p0 += kKeyTile) {
       const int p1 = std::min(blk_end, p0 + kKeyTile);
       // Rows with keys in [p0, p1); n = p1 - p0 (the row with the furthest query reads all).
+      // Tiles keep their places whatever the window: a window only masks keys within them.
       int na = 0;
       for (int qi = 0; qi < task.nq; ++qi) {
         const int t = task.t0 + qi;
-        const int n_keys = a.q_pos[t] + 1;
-        if (n_keys <= p0) continue;
+        const int n_keys = KeyHi(a, t), lo = KeyLo(a, t);
+        if (n_keys <= p0 || lo >= p1) continue;
         for (int i = 0; i < nh; ++i) {
           const int r = qi * nh + i;
           w.ids[na] = r;
           w.n_valid[na] = std::min(n_keys, p1) - p0;
+          w.n_masked[na] = std::max(0, lo - p0);
           w.q_rows[na] = a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
           w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * hd;
           ++na;
         }
       }
+      if (na == 0) continue;  // the whole tile is before every row's window
       const int n = p1 - p0;
       const int64_t slot = phys * kv.block_size + (p0 - blk0);  // token slot of key p0
       const uint8_t* k_tile = k_cache + slot * a.k_stride;
@@ -164,6 +196,9 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
       }
       for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
         const int r = w.ids[x];
+        if (a.variant.logit_softcap > 0.f || w.n_masked[x] > 0)
+          ShapeScores(a.variant, w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x],
+                      w.n_masked[x]);
         float tile_sum;
         const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,
                                          &p.m[r], &tile_sum);
@@ -189,12 +224,23 @@ void MergeRow(const internal::KernelTable& tab, int r, int hd, const Partial& ru
   run.m[r] = mx;
 }
 
-// Merges the rows of `task` that reached chunk c (> 0) into run.
+// Merges the rows of `task` that reached chunk c into run; a row's first chunk is copied.
 void MergeChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
                 const Partial& run, const Partial& part) {
+  const int hd = a.head_dim;
   for (int qi = 0; qi < task.nq; ++qi) {
-    if (a.q_pos[task.t0 + qi] + 1 <= c * kKvChunk) continue;
-    for (int i = 0; i < task.nh; ++i) MergeRow(tab, qi * task.nh + i, a.head_dim, run, part);
+    if (!ReachesChunk(a, task.t0 + qi, c)) continue;
+    const bool first = c == FirstChunk(a, task.t0 + qi);
+    for (int i = 0; i < task.nh; ++i) {
+      const int r = qi * task.nh + i;
+      if (!first) {
+        MergeRow(tab, r, hd, run, part);
+        continue;
+      }
+      run.m[r] = part.m[r];
+      run.l[r] = part.l[r];
+      std::copy_n(part.acc + static_cast<int64_t>(r) * hd, hd, run.acc + static_cast<int64_t>(r) * hd);
+    }
   }
 }
 
@@ -213,7 +259,8 @@ void Finish(const AttnArgs& a, const Task& task, const Partial& run) {
 }  // namespace
 
 void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
-               float scale, const KvBlocks& kv, float* out, ThreadPool* pool) {
+               float scale, const KvBlocks& kv, float* out, ThreadPool* pool,
+               const AttentionVariant& variant) {
   if (n_q <= 0 || n_heads <= 0) return;
   const internal::KernelTable& tab = internal::Table();
   FERRY_CHECK(KvTypeFits(kv.k_type, head_dim) && KvTypeFits(kv.v_type, head_dim));
@@ -229,6 +276,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                    k_row * n_kv_heads,
                    v_row * n_kv_heads,
                    scale,
+                   variant,
                    &kv,
                    tab.attn_scores[static_cast<int>(kv.k_type)],
                    tab.attn_pv[static_cast<int>(kv.v_type)],
@@ -237,7 +285,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
   int64_t total_keys = 0;
   for (int t = 0; t < n_q; ++t) {
     max_chunks = std::max(max_chunks, NumChunks(q_pos[t] + 1));
-    total_keys += q_pos[t] + 1;
+    total_keys += KeyHi(a, t) - KeyLo(a, t);
   }
   if (total_keys * n_heads * head_dim < kMinParallelWork) pool = nullptr;
   const int threads = pool ? pool->size() : 1;
@@ -271,8 +319,10 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
         const int t0 = (i % 2 == 0 ? i / 2 : n_tiles - 1 - i / 2) * q_tile;
         const Task task{t0, std::min(q_tile, n_q - t0), static_cast<int>(idx % tasks_per_tile) * per_task,
                         per_task};
-        for (int c = 0; AttendChunk(tab, a, task, c, c == 0 ? w.run : w.part, w); ++c)
-          if (c > 0) MergeChunk(tab, a, task, c, w.run, w.part);
+        int c_end = 0;
+        for (int t = task.t0; t < task.t0 + task.nq; ++t) c_end = std::max(c_end, NumChunks(KeyHi(a, t)));
+        for (int c = 0; c < c_end; ++c)
+          if (AttendChunk(tab, a, task, c, w.part, w)) MergeChunk(tab, a, task, c, w.run, w.part);
         Finish(a, task, w.run);
       }
     };
@@ -307,8 +357,9 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
   pool->ParallelFor(static_cast<int64_t>(n_q) * tasks_per_q, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const Task task = task_of(t);
-      const Partial run = part_at(t * max_chunks);
-      for (int c = 1; c < NumChunks(q_pos[task.t0] + 1); ++c)
+      const int c0 = FirstChunk(a, task.t0);  // its partial is the run the later chunks merge into
+      const Partial run = part_at(t * max_chunks + c0);
+      for (int c = c0 + 1; c < NumChunks(KeyHi(a, task.t0)); ++c)
         MergeChunk(tab, a, task, c, run, part_at(t * max_chunks + c));
       Finish(a, task, run);
     }

@@ -52,6 +52,7 @@ KernelTable MakeScalar() {
   t.add_rms_norm = ref::AddRmsNorm;
   t.softmax = ref::Softmax;
   t.silu_mul = ref::SiluMul;
+  t.gelu_tanh_mul = ref::GeluTanhMul;
   t.add = ref::AddInPlace;
   t.quantize_i8 = ref::QuantizeActInt8;
   t.dot_i8 = ref::DotI8;
@@ -96,6 +97,7 @@ KernelTable MakeAvx2() {
   t.add_rms_norm = avx2::AddRmsNorm;
   t.softmax = avx2::Softmax;
   t.silu_mul = avx2::SiluMul;
+  t.gelu_tanh_mul = avx2::GeluTanhMul;
   t.add = avx2::AddInPlace;
   t.quantize_i8 = avx2::QuantizeActInt8;
   t.dot_i8 = avx2::DotI8;

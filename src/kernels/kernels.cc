@@ -6,10 +6,18 @@
 
 namespace ferry::kernels {
 
-bool CanDequantize(DType t) { return ref::CanDequantize(t); }
-void DequantizeRow(DType t, const void* src, float* dst, int64_t n) { ref::DequantizeRow(t, src, dst, n); }
-bool CanQuantize(DType t) { return ref::CanQuantize(t); }
-void QuantizeRow(DType t, const float* src, void* dst, int64_t n) { ref::QuantizeRow(t, src, dst, n); }
+bool CanDequantize(DType t) {
+  return ref::CanDequantize(t);
+}
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
+  ref::DequantizeRow(t, src, dst, n);
+}
+bool CanQuantize(DType t) {
+  return ref::CanQuantize(t);
+}
+void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
+  ref::QuantizeRow(t, src, dst, n);
+}
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   internal::Table().rms_norm(x, w, y, n, eps);
@@ -17,14 +25,20 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
 void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps) {
   internal::Table().add_rms_norm(x, delta, w, y, n, eps);
 }
-void Softmax(float* x, int64_t n) { internal::Table().softmax(x, n); }
+void Softmax(float* x, int64_t n) {
+  internal::Table().softmax(x, n);
+}
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   internal::Table().silu_mul(gate, up, out, n);
 }
-void AddInPlace(float* y, const float* x, int64_t n) { internal::Table().add(y, x, n); }
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  internal::Table().gelu_tanh_mul(gate, up, out, n);
+}
+void AddInPlace(float* y, const float* x, int64_t n) {
+  internal::Table().add(y, x, n);
+}
 
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
-          bool neox) {
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox) {
   // O(n_heads * head_dim) with one sin/cos per pair: not worth an ISA variant.
   ref::Rope(x, n_heads, head_dim, rot_dim, pos, inv_freq, neox);
 }

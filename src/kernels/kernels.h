@@ -141,6 +141,10 @@ void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t 
 void Softmax(float* x, int64_t n);
 // out[n] = silu(gate[n]) * up[n]   (out may alias gate or up)
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+// out[n] = gelu_tanh(gate[n]) * up[n] (gemma's GeGLU; out may alias gate or up), with
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the equal
+// x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), which keeps its precision for negative x.
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
 // y[n] += x[n]
 void AddInPlace(float* y, const float* x, int64_t n);
 
@@ -176,8 +180,17 @@ struct KvBlocks {
 //   out:   [n_q, n_heads, head_dim]
 // GQA: query head h reads kv head h / (n_heads / n_kv_heads). scale is usually 1/sqrt(head_dim).
 // Parallel over (query, head) with pool (may be null).
+// Gemma's variants (the defaults: plain causal attention as above).
+struct AttentionVariant {
+  // > 0: the query at position p attends keys p - window + 1 .. p only (a sliding-window layer;
+  // llama.cpp's LLAMA_SWA_TYPE_STANDARD masks p - key >= window).
+  int32_t window = 0;
+  // > 0: every score s becomes cap * tanh(s / cap) before the softmax (gemma2's attention soft-capping).
+  float logit_softcap = 0.f;
+};
 void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
-               float scale, const KvBlocks& kv, float* out, ThreadPool* pool);
+               float scale, const KvBlocks& kv, float* out, ThreadPool* pool,
+               const AttentionVariant& variant = {});
 
 // The attention each cached key received (H2O's heavy-hitter score), same arguments as
 // Attention: acc[j] += sum over queries t and heads h of softmax_j(scale * q[t,h] . k[j]) for

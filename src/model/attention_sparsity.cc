@@ -6,6 +6,7 @@
 #include <numeric>
 #include <utility>
 
+#include "base/check.h"
 #include "formats/weight_source.h"
 
 namespace ferry {
@@ -222,14 +223,17 @@ kernels::AttentionSparsity KernelOptions(const SparsityOptions& o) {
 
 void SparseAttention::Attend(const SparsityOptions& o, const ModelConfig& c, const float* q, int n_q,
                              int n_heads, const int32_t* head_kv, const int32_t* slots,
-                             const kernels::KvBlocks& kv, float* out, SparsityStats* stats,
-                             ThreadPool* pool) const {
+                             const kernels::KvBlocks& kv, float* out, SparsityStats* stats, ThreadPool* pool,
+                             const kernels::AttentionVariant& variant) const {
   const float scale = c.AttentionScale();
   const bool counted = o.attn_skip_threshold > 0 || o.attn_progressive;
   if (!head_kv && !counted) {
-    kernels::Attention(q, n_q, slots, n_heads, c.n_kv_heads, c.head_dim, scale, kv, out, pool);
+    kernels::Attention(q, n_q, slots, n_heads, c.n_kv_heads, c.head_dim, scale, kv, out, pool, variant);
     return;
   }
+  // The sparse kernel has no windows or soft-capping: LlamaModel refuses sparse attention for
+  // the architectures that use them.
+  FERRY_CHECK(variant.window == 0 && variant.logit_softcap == 0.f);
   kernels::AttentionSparsity sp = KernelOptions(o);
   sp.head_kv = head_kv;
   kernels::AttentionSparseCounts n;

@@ -76,7 +76,7 @@ class SparseAttention {
   // or progressive precision asks for the sparse one.
   void Attend(const SparsityOptions& o, const ModelConfig& c, const float* q, int n_q, int n_heads,
               const int32_t* head_kv, const int32_t* slots, const kernels::KvBlocks& kv, float* out,
-              SparsityStats* stats, ThreadPool* pool) const;
+              SparsityStats* stats, ThreadPool* pool, const kernels::AttentionVariant& variant = {}) const;
 
   // Layer l's kept heads, or null when the layer keeps them all.
   const PrunedLayer* Pruned(int32_t l) const {

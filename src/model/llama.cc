@@ -18,18 +18,25 @@ namespace ferry {
 namespace {
 
 struct LayerWeights {
-  std::vector<float> attn_norm, ffn_norm;  // [dim]
-  Linear wq, wk, wv, wo;                   // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
-  std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
-  std::vector<float> q_norm, k_norm;       // [head_dim] each (qwen3: cfg.qk_norm), else empty
-  Linear w_gate, w_up, w_down;             // [ffn, dim] x2, [dim, ffn]
-  Linear wqkv, w_gate_up;                  // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
-  std::unique_ptr<MoeFfn> moe;             // MoE models: replaces w_gate/w_up/w_down
+  std::vector<float> attn_norm, ffn_norm;            // [dim]; empty without pre norms (olmo2)
+  std::vector<float> attn_post_norm, ffn_post_norm;  // [dim] (cfg.post_norms), else empty
+  Linear wq, wk, wv, wo;                             // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
+  std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
+  std::vector<float> q_norm, k_norm;  // [head_dim] each (qwen3: cfg.qk_norm); olmo2: [q_dim], [kv_dim]
+  Linear w_gate, w_up, w_down;        // [ffn, dim] x2, [dim, ffn]
+  Linear wqkv, w_gate_up;             // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
+  std::unique_ptr<MoeFfn> moe;        // MoE models: replaces w_gate/w_up/w_down
 };
 
 // x[i] *= s: granite's multipliers, on buffers of a few rows (not worth a kernel).
 void ScaleInPlace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+// x[i] = cap * tanh(x[i] / cap): gemma's final logit soft-capping, once per output row.
+void SoftCapInPlace(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
@@ -70,6 +77,7 @@ struct AttentionBlock {
   const Linear *wq = nullptr, *wk = nullptr, *wv = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // [n_q hd], [n_kv hd] x2, or null
   const float *q_norm = nullptr, *k_norm = nullptr;         // [hd] each, shared by the heads, or null
+  bool qk_norm_whole = false;                               // olmo2: q_norm [n_q hd], k_norm [n_kv hd]
   const Linear* wo = nullptr;                               // [dim, n_q hd]
   int n_q = 0, n_kv = 0;                                    // heads computed
   const int32_t* kv_heads = nullptr;  // [n_kv] cache KV head of each computed one; null: all, in order
@@ -121,12 +129,18 @@ class LlamaModel final : public Model {
                const float* v) const;
   // xn: [n, dim] -> out: [n, dim]: dense, MoE or contextual-sparse FFN.
   void Ffn(const Pass& p, int32_t l, const float* xn, float* out) const;
+  // x: [n, dim] += post_norm(delta) (delta itself without a post norm; delta is overwritten),
+  // then xn: [n, dim] = next_norm(x), or a copy of x when next_norm is empty (olmo2); with
+  // next_norm null, the add only.
+  void ResidualAdd(int64_t n, float* x, float* delta, const std::vector<float>& post_norm,
+                   const std::vector<float>* next_norm, float* xn) const;
 
   Linear token_embd_;               // [n_vocab, dim]
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
   std::vector<float> output_norm_;  // [dim]
   std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;  // [rot_dim/2] RoPE angle per position, scaling applied
+  std::vector<float> inv_freq_;      // [rot_dim/2] RoPE angle per position, scaling applied
+  std::vector<float> inv_freq_swa_;  // [rot_dim/2] the same for sliding-window layers (gemma)
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
@@ -134,6 +148,13 @@ class LlamaModel final : public Model {
 
 StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg,
                                                   const ModelOptions& options) {
+  // A norm over the whole q projection needs every head: pruned heads would change it.
+  if (cfg.qk_norm_whole && options.sparsity.UsesHeadPruning())
+    return UnsupportedError("'{}': head pruning is not supported for {} (its q/k norm spans all heads)",
+                            src.path(), cfg.arch);
+  // The contextual-sparse FFN and the MoE FFN compute SwiGLU only.
+  if (cfg.gelu_ffn && options.sparsity.UsesFfnSparsity())
+    return UnsupportedError("'{}': FFN sparsity is not supported for {} (GeGLU FFN)", src.path(), cfg.arch);
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
   m->sparsity_ = options.sparsity;
@@ -156,8 +177,14 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   for (int32_t l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights w;
-    FERRY_ASSIGN_OR_RETURN(w.attn_norm, r.Vector(p + "attn_norm.weight", dim));
-    FERRY_ASSIGN_OR_RETURN(w.ffn_norm, r.Vector(p + "ffn_norm.weight", dim));
+    if (cfg.pre_norms) {
+      FERRY_ASSIGN_OR_RETURN(w.attn_norm, r.Vector(p + "attn_norm.weight", dim));
+      FERRY_ASSIGN_OR_RETURN(w.ffn_norm, r.Vector(p + "ffn_norm.weight", dim));
+    }
+    if (cfg.post_norms) {
+      FERRY_ASSIGN_OR_RETURN(w.attn_post_norm, r.Vector(p + "post_attention_norm.weight", dim));
+      FERRY_ASSIGN_OR_RETURN(w.ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", dim));
+    }
     FERRY_ASSIGN_OR_RETURN(w.wq, r.Matrix(p + "attn_q.weight", q_dim, dim));
     FERRY_ASSIGN_OR_RETURN(w.wk, r.Matrix(p + "attn_k.weight", kv_dim, dim));
     FERRY_ASSIGN_OR_RETURN(w.wv, r.Matrix(p + "attn_v.weight", kv_dim, dim));
@@ -170,9 +197,11 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.w_up, r.Matrix(p + "ffn_up.weight", ffn, dim));
       FERRY_ASSIGN_OR_RETURN(w.w_down, r.Matrix(p + "ffn_down.weight", dim, ffn));
     }
-    if (cfg.qk_norm) {
-      FERRY_ASSIGN_OR_RETURN(w.q_norm, r.Vector(p + "attn_q_norm.weight", cfg.head_dim));
-      FERRY_ASSIGN_OR_RETURN(w.k_norm, r.Vector(p + "attn_k_norm.weight", cfg.head_dim));
+    if (cfg.qk_norm || cfg.qk_norm_whole) {
+      const int64_t qn = cfg.qk_norm_whole ? q_dim : cfg.head_dim,
+                    kn = cfg.qk_norm_whole ? kv_dim : cfg.head_dim;
+      FERRY_ASSIGN_OR_RETURN(w.q_norm, r.Vector(p + "attn_q_norm.weight", qn));
+      FERRY_ASSIGN_OR_RETURN(w.k_norm, r.Vector(p + "attn_k_norm.weight", kn));
     }
     if (r.Has(p + "attn_q.bias")) {
       FERRY_ASSIGN_OR_RETURN(w.bq, r.Vector(p + "attn_q.bias", q_dim));
@@ -201,12 +230,18 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   if (r.Has("rope_freqs.weight")) {
     FERRY_ASSIGN_OR_RETURN(factors, r.Vector("rope_freqs.weight", half));
   }
-  const float theta_scale = std::pow(cfg.rope_theta, -2.0f / static_cast<float>(cfg.rot_dim));
-  float base = 1.0f;
-  for (int32_t j = 0; j < half; ++j) {
-    m->inv_freq_.push_back(base * cfg.rope_freq_scale / factors[static_cast<size_t>(j)]);
-    base *= theta_scale;
-  }
+  auto inv_freq = [&](float theta, float freq_scale) {
+    const float theta_scale = std::pow(theta, -2.0f / static_cast<float>(cfg.rot_dim));
+    std::vector<float> out;
+    float base = 1.0f;
+    for (int32_t j = 0; j < half; ++j) {
+      out.push_back(base * freq_scale / factors[static_cast<size_t>(j)]);
+      base *= theta_scale;
+    }
+    return out;
+  };
+  m->inv_freq_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale);
+  m->inv_freq_swa_ = inv_freq(cfg.rope_theta_swa, cfg.rope_freq_scale_swa);
   FERRY_RETURN_IF_ERROR(m->attn_sparsity_.Configure(m->sparsity_, cfg, m->AttentionRefs()));
   return std::unique_ptr<Model>(std::move(m));
 }
@@ -262,6 +297,11 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
   }
   if (options.taps && !so.Exact())
     return InvalidArgumentError("activation taps run the exact model only (no sparsity options)");
+  if ((config_.sliding_window > 0 || config_.attn_softcap > 0.0f) && so.UsesSparseAttention())
+    return InvalidArgumentError(
+        "sparse attention (head pruning, value skipping, progressive scores) is not supported for {} "
+        "(sliding-window / soft-capped attention)",
+        config_.arch);
   return Status::Ok();
 }
 
@@ -271,6 +311,7 @@ AttentionBlock LlamaModel::BlockOf(int32_t l) const {
   if (!w.q_norm.empty()) {  // per-head weights: the same for pruned and dense layers
     blk.q_norm = w.q_norm.data();
     blk.k_norm = w.k_norm.data();
+    blk.qk_norm_whole = config_.qk_norm_whole;
   }
   if (const SparseAttention::PrunedLayer* pr = attn_sparsity_.Pruned(l)) {
     const int64_t qd = static_cast<int64_t>(pr->kept.size()) * config_.head_dim;
@@ -375,26 +416,31 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
       kernels::AddInPlace(ki, blk.bk, kvd);
       kernels::AddInPlace(vi, blk.bv, kvd);
     }
-    if (blk.q_norm) {  // qwen3: each head RMS-normalized on its own, before RoPE
+    if (blk.qk_norm_whole) {  // olmo2: all heads of q, of k, normalized together
+      kernels::RmsNorm(qi, blk.q_norm, qi, qd, c.rms_eps);
+      kernels::RmsNorm(ki, blk.k_norm, ki, kvd, c.rms_eps);
+    } else if (blk.q_norm) {  // qwen3: each head RMS-normalized on its own, before RoPE
       for (int h = 0; h < blk.n_q; ++h) kernels::RmsNorm(qi + h * hd, blk.q_norm, qi + h * hd, hd, c.rms_eps);
       for (int h = 0; h < blk.n_kv; ++h)
         kernels::RmsNorm(ki + h * hd, blk.k_norm, ki + h * hd, hd, c.rms_eps);
     }
     const int32_t pos = p.b.positions[static_cast<size_t>(i)];
     if (c.UsesRope(l)) {  // SmolLM3's NoPE layers attend by content alone
-      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
-      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, inv_freq_.data(), c.rope_neox);
+      const float* freq = c.IsSlidingLayer(l) ? inv_freq_swa_.data() : inv_freq_.data();
+      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
+      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
     }
     if (qi != q + i * qd) std::copy_n(qi, qd, q + i * qd);
     WriteKv(p, l, blk, i, ki, vi);
   }
   float* attn = p.s.layer.Floats(kAttn, n * qd);  // [n, n_q, hd]
   const float scale = c.AttentionScale();
+  const kernels::AttentionVariant variant{c.IsSlidingLayer(l) ? c.sliding_window : 0, c.attn_softcap};
   auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* pool) {
     const int32_t seq = p.b.seq_ids[static_cast<size_t>(r.begin)];
     const int n_q = static_cast<int>(r.end - r.begin);
     attn_sparsity_.Attend(p.so, c, q + r.begin * qd, n_q, blk.n_q, blk.head_kv, p.slots + r.begin,
-                          p.kv.View(l, seq), attn + r.begin * qd, p.stats, pool);
+                          p.kv.View(l, seq), attn + r.begin * qd, p.stats, pool, variant);
     if (blk.head_kv) return;
     if (float* sums = p.kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
       kernels::AccumulateAttentionWeights(q + r.begin * qd, n_q, p.slots + r.begin, c.n_heads, c.n_kv_heads,
@@ -427,20 +473,36 @@ void LlamaModel::Ffn(const Pass& p, int32_t l, const float* xn, float* out) cons
     return;
   }
   Tap(p, l, InputKind::kFfnIn, xn, config_.dim);
-  float* gate = p.s.layer.Floats(kGate, n * ffn);  // [n, ffn] gate, then SiLU(gate) * up
+  float* gate = p.s.layer.Floats(kGate, n * ffn);  // [n, ffn] gate, then act(gate) * up
+  auto* act = config_.gelu_ffn ? &kernels::GeluTanhMul : &kernels::SiluMul;  // GeGLU (gemma) or SwiGLU
   if (w.w_gate_up.n_out > 0 && !p.taps) {
     float* gu = p.s.layer.Floats(kGateUp, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
     w.w_gate_up.Apply(xn, n, gu, p.pool);
-    for (int64_t i = 0; i < n; ++i)
-      kernels::SiluMul(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
+    for (int64_t i = 0; i < n; ++i) act(gu + i * 2 * ffn, gu + i * 2 * ffn + ffn, gate + i * ffn, ffn);
   } else {
     float* up = p.s.layer.Floats(kUp, n * ffn);  // [n, ffn]
     Apply(p, l, LinearKind::kGate, w.w_gate, xn, gate);
     Apply(p, l, LinearKind::kUp, w.w_up, xn, up);
-    kernels::SiluMul(gate, up, gate, n * ffn);
+    act(gate, up, gate, n * ffn);
   }
   Tap(p, l, InputKind::kFfnMid, gate, ffn);
   Apply(p, l, LinearKind::kDown, w.w_down, gate, out);  // [n, dim]
+}
+
+void LlamaModel::ResidualAdd(int64_t n, float* x, float* delta, const std::vector<float>& post_norm,
+                             const std::vector<float>* next_norm, float* xn) const {
+  const int64_t dim = config_.dim;
+  if (!post_norm.empty())
+    for (int64_t i = 0; i < n; ++i)
+      kernels::RmsNorm(delta + i * dim, post_norm.data(), delta + i * dim, dim, config_.rms_eps);
+  if (next_norm && !next_norm->empty()) {
+    for (int64_t i = 0; i < n; ++i)
+      kernels::AddRmsNorm(x + i * dim, delta + i * dim, next_norm->data(), xn + i * dim, dim,
+                          config_.rms_eps);
+    return;
+  }
+  kernels::AddInPlace(x, delta, n * dim);
+  if (next_norm) std::copy_n(x, n * dim, xn);
 }
 
 Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, ThreadPool* pool,
@@ -464,6 +526,15 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     sum_keys += slots[i] + 1;
     max_slot = std::max(max_slot, slots[i]);
   }
+  // A sliding window counts positions back from the query: it needs every position in its
+  // own slot (no budgeted cache) and no H2O scores (their kernel has no window).
+  if (c.sliding_window > 0) {
+    for (int64_t i = 0; i < n; ++i)
+      if (slots[i] != b.positions[static_cast<size_t>(i)] || kv.AttentionWeightSums(0, b.seq_ids[0]))
+        return InvalidArgumentError(
+            "{} has sliding-window layers, which need a KV cache keeping every position (no --kv-budget)",
+            c.arch);
+  }
   b.SeqRuns(&s.runs);  // attention is one kernel call per sequence run
   // A decode batch is many one-query runs, each too small to be worth the pool inside the
   // kernel: spread the runs over the threads instead. Threads never change a row's bits, so
@@ -484,24 +555,20 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     if (l == 0) {  // later layers get their norm fused with the previous residual add
-      for (int64_t i = 0; i < n; ++i)
+      if (w.attn_norm.empty()) std::copy_n(x, n * dim, xn);  // olmo2: attention reads x itself
+      for (int64_t i = 0; i < n && !w.attn_norm.empty(); ++i)
         kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
     }
     Attention(p, l, xn, tmp);
     if (c.residual_scale != 0.0f) ScaleInPlace(tmp, n * dim, c.residual_scale);  // granite
     if (so.UsesHeadPruning() && options.stats)
       attn_sparsity_.CountHeadWork(c, l, n, sum_keys, *options.stats);
-    for (int64_t i = 0; i < n; ++i)
-      kernels::AddRmsNorm(x + i * dim, tmp + i * dim, w.ffn_norm.data(), xn + i * dim, dim, c.rms_eps);
+    ResidualAdd(n, x, tmp, w.attn_post_norm, &w.ffn_norm, xn);
     Ffn(p, l, xn, tmp);
     if (c.residual_scale != 0.0f) ScaleInPlace(tmp, n * dim, c.residual_scale);
-    if (l + 1 < c.n_layers) {  // residual add fused with the next layer's attention norm
-      const std::vector<float>& next_norm = layers_[static_cast<size_t>(l) + 1].attn_norm;
-      for (int64_t i = 0; i < n; ++i)
-        kernels::AddRmsNorm(x + i * dim, tmp + i * dim, next_norm.data(), xn + i * dim, dim, c.rms_eps);
-    } else {
-      kernels::AddInPlace(x, tmp, n * dim);
-    }
+    // The residual add fused with the next layer's attention norm; after the last, add only.
+    ResidualAdd(n, x, tmp, w.ffn_post_norm,
+                l + 1 < c.n_layers ? &layers_[static_cast<size_t>(l) + 1].attn_norm : nullptr, xn);
   }
 
   // Final norm for every token when the hidden states are asked for (embeddings), else only
@@ -521,6 +588,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   if (n_out > 0) output_.Apply(xn, n_out, logits, pool);
   // granite divides the logits, as llama.cpp does: times the float reciprocal.
   if (n_out > 0 && c.logit_scale != 0.0f) ScaleInPlace(logits, n_out * c.n_vocab, 1.0f / c.logit_scale);
+  if (n_out > 0 && c.final_softcap > 0.0f)
+    SoftCapInPlace(logits, n_out * c.n_vocab, c.final_softcap);  // gemma
   kv.EndForward(b);
   return Status::Ok();
 }

@@ -74,6 +74,51 @@ Status ReadGraniteScales(const Metadata& md, const std::string& p, ModelConfig* 
   return Status::Ok();
 }
 
+// Gemma 2/3 as llama.cpp's src/models/gemma{2,3}.cpp read them. The norm weights in their GGUFs
+// already hold gemma's 1 + w (the converter adds the 1), so the norms are plain RMSNorm.
+Status ReadGemma(const Metadata& md, const std::string& p, ModelConfig* c) {
+  const bool g2 = c->arch == "gemma2";
+  if (!g2 && c->arch != "gemma3") return Status::Ok();
+  c->post_norms = true;
+  c->gelu_ffn = true;
+  c->rope_neox = true;
+  c->qk_norm = !g2;  // gemma3: per-head q/k norms
+  c->embedding_scale = std::sqrt(static_cast<float>(c->dim));
+  // gemma_pytorch: the 27B sizes (46 / 62 layers) scale by 1/sqrt(dim / heads), the others by
+  // 1/sqrt(head_dim). A Hugging Face folder states query_pre_attn_scalar instead.
+  const bool big = c->n_layers == (g2 ? 46 : 62);
+  c->attention_scale = 1.0f / std::sqrt(static_cast<float>(big ? c->dim / c->n_heads : c->head_dim));
+  if (auto s = md.GetFloat("ferry.attention.scale")) c->attention_scale = static_cast<float>(*s);
+  const auto window = md.GetInt(p + "attention.sliding_window");
+  c->sliding_window = static_cast<int32_t>(window.value_or(g2 ? 4096 : 0));
+  if (c->sliding_window < 0 || c->sliding_window > (1 << 30))
+    return InvalidArgumentError("'{}attention.sliding_window' = {} is out of range", p, c->sliding_window);
+  if (c->sliding_window > 0) {  // llama.cpp set_swa_pattern: layer l slides unless l % n == n - 1
+    const std::string key = p + "attention.sliding_window_pattern";
+    if (auto flags = md.GetIntArray(key)) {
+      if (flags->size() != static_cast<size_t>(c->n_layers))
+        return InvalidArgumentError("'{}' has {} entries for {} layers", key, flags->size(), c->n_layers);
+      for (int64_t f : *flags) c->swa_layers.push_back(f != 0 ? 1 : 0);
+    } else {
+      const int64_t period = md.GetInt(key).value_or(g2 ? 2 : 6);
+      if (period < 0 || period > (1 << 20))
+        return InvalidArgumentError("'{}' = {} is out of range", key, period);
+      for (int64_t l = 0; l < c->n_layers; ++l)
+        c->swa_layers.push_back(period == 0 || l % period < period - 1 ? 1 : 0);
+    }
+  }
+  // Sliding layers' RoPE: gemma2 the global base and scale, gemma3 base 10000 and no scaling
+  // unless the file says rope.freq_base_swa.
+  c->rope_theta_swa = g2 ? c->rope_theta : 10000.0f;
+  c->rope_freq_scale_swa = g2 ? c->rope_freq_scale : 1.0f;
+  c->rope_theta_swa = static_cast<float>(md.GetFloat(p + "rope.freq_base_swa").value_or(c->rope_theta_swa));
+  c->attn_softcap = g2 ? static_cast<float>(md.GetFloat(p + "attn_logit_softcapping").value_or(50.0)) : 0.0f;
+  c->final_softcap = static_cast<float>(md.GetFloat(p + "final_logit_softcapping").value_or(g2 ? 30.0 : 0.0));
+  if (!(c->attn_softcap >= 0.0f) || !(c->final_softcap >= 0.0f) || !(c->rope_theta_swa > 0.0f))
+    return InvalidArgumentError("'{}' soft-capping values must be >= 0 and rope.freq_base_swa positive", p);
+  return Status::Ok();
+}
+
 }  // namespace
 
 float ModelConfig::AttentionScale() const {
@@ -81,11 +126,12 @@ float ModelConfig::AttentionScale() const {
 }
 
 Status CheckArchitecture(const std::string& arch) {
-  for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3"})
+  for (const char* known :
+       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2", "gemma2", "gemma3"})
     if (arch == known) return Status::Ok();
   return UnsupportedError(
       "architecture '{}' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, "
-      "smollm3)",
+      "smollm3, olmo2, gemma2, gemma3)",
       arch);
 }
 
@@ -128,11 +174,21 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen2moe" || c.arch == "qwen3" || c.arch == "qwen3moe";
-  c.rope_neox = qwen || md.GetBool("ferry.rope.neox").value_or(false);
+  c.rope_neox = qwen || c.arch == "olmo2" || md.GetBool("ferry.rope.neox").value_or(false);
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
+  c.qk_norm_whole = c.arch == "olmo2";
+  c.pre_norms = c.arch != "olmo2";
+  c.post_norms = c.arch == "olmo2";
+  // OLMo 3 GGUFs (arch olmo2) add sliding-window layers, which this forward pass does not run.
+  if (c.arch == "olmo2" && md.GetInt(p + "attention.sliding_window").value_or(0) > 0)
+    return UnsupportedError(
+        "'{}attention.sliding_window' is set: olmo2 with sliding-window layers (OLMo 3) "
+        "is not supported yet",
+        p);
   FERRY_RETURN_IF_ERROR(ReadMoeConfig(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadNopeLayers(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadGraniteScales(md, p, &c));
+  FERRY_RETURN_IF_ERROR(ReadGemma(md, p, &c));
   if (auto v = md.GetInt(p + "vocab_size")) {
     c.n_vocab = static_cast<int32_t>(*v);
   } else if (const MetaValue* toks = md.Find("tokenizer.ggml.tokens")) {
@@ -153,6 +209,8 @@ Status ModelConfig::Validate() const {
         n_heads, n_kv_heads, ffn_dim);
   if (n_heads % n_kv_heads != 0)
     return InvalidArgumentError("head_count {} is not a multiple of head_count_kv {}", n_heads, n_kv_heads);
+  if (!swa_layers.empty() && swa_layers.size() != static_cast<size_t>(n_layers))
+    return InvalidArgumentError("{} sliding-window layer flags for {} layers", swa_layers.size(), n_layers);
   if (!nope_layers.empty() && nope_layers.size() != static_cast<size_t>(n_layers))
     return InvalidArgumentError("{} NoPE layer flags for {} layers", nope_layers.size(), n_layers);
   if (rot_dim <= 0 || rot_dim > head_dim || rot_dim % 2 != 0)

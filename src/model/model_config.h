@@ -12,7 +12,8 @@
 namespace ferry {
 
 struct ModelConfig {
-  std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3"
+  std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
+                     // "gemma2", "gemma3"
   std::string name;  // general.name, for display
   int32_t n_vocab = 0;
   int32_t dim = 0;  // embedding width
@@ -34,7 +35,27 @@ struct ModelConfig {
   }
   // qwen3: RMSNorm (attn_q_norm / attn_k_norm, [head_dim]) on each head of q and k before RoPE.
   bool qk_norm = false;
+  // olmo2: q and k RMS-normalized over the whole projection (attn_q_norm [n_heads head_dim],
+  // attn_k_norm [n_kv_heads head_dim]) before RoPE, instead of per head.
+  bool qk_norm_whole = false;
+  // olmo2: no norm before attention or FFN (no attn_norm / ffn_norm); each block's output goes
+  // through its post norm (post_attention_norm / post_ffw_norm) before the residual add.
+  bool pre_norms = true;
+  bool post_norms = false;  // olmo2, gemma2, gemma3 (gemma: both pre and post norms)
 
+  // Gemma: sliding-window layers (swa_layers [n_layers], 1 = the layer attends only the last
+  // sliding_window positions), which rotate with their own RoPE base and scale.
+  int32_t sliding_window = 0;
+  std::vector<uint8_t> swa_layers;
+  bool IsSlidingLayer(int32_t layer) const {
+    return sliding_window > 0 && !swa_layers.empty() && swa_layers[static_cast<size_t>(layer)];
+  }
+  float rope_theta_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
+  // Gemma 2's soft-capping, cap * tanh(x / cap) (0 = none): of attention scores, of the logits.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  bool gelu_ffn = false;  // gemma: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU
   // Granite's multipliers (llama.cpp's f_*_scale; 0 = absent): the embeddings are multiplied by
   // embedding_scale, attention scores by attention_scale (instead of 1/sqrt(head_dim)), each
   // block's output by residual_scale before its residual add, and the logits divided by logit_scale.

@@ -23,6 +23,9 @@ constexpr Entry kArchitectures[] = {
     {"qwen3moe", &CreateLlamaModel},  // qwen3 attention + routed experts, no shared expert
     {"granite", &CreateLlamaModel},   // embedding / attention / residual / logit multipliers
     {"smollm3", &CreateLlamaModel},   // no RoPE on every 4th layer (nope_layers)
+    {"olmo2", &CreateLlamaModel},     // post norms only, q/k norms over the whole projection
+    {"gemma2", &CreateLlamaModel},    // pre+post norms, GeGLU, soft-capping, sliding-window layers
+    {"gemma3", &CreateLlamaModel},    // gemma2 without soft-capping, with q/k norms, 5:1 sliding layers
 };
 
 }  // namespace

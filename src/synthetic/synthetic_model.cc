@@ -33,11 +33,24 @@ const std::vector<ModelPreset> kPresets = {
     {"granite-tiny", "granite", 512, 64, 2, 4, 2, 192, 512, 10000.0f, true},
     // 4 layers: layer 3 is a NoPE layer (llama.cpp: every 4th).
     {"smollm3-tiny", "smollm3", 512, 64, 4, 4, 2, 192, 512, 10000.0f, true},
+    // olmo2: post norms only, q/k norms over the whole projection; llama.cpp requires output.weight.
+    {"olmo2-tiny", "olmo2", 512, 64, 2, 4, 2, 192, 512, 500000.0f, false},
+    // gemma: window 32 (< the 128-token perplexity windows, so it masks); gemma2's caps small
+    // enough to bite on random weights' scores and logits (the real ones are 50 and 30); gemma3
+    // with 6 layers for its 5 sliding + 1 global pattern.
+    {"gemma2-tiny", "gemma2", 512, 64, 4, 4, 2, 192, 512, 10000.0f, true, 0, 0, 0, 16, 32, 0.05f, 0.5f},
+    {"gemma3-tiny", "gemma3", 512, 64, 6, 4, 2, 192, 512, 1000000.0f, true, 0, 0, 0, 32, 32},
     // Real shapes (config.json of Qwen/Qwen3-0.6B, ibm-granite/granite-3.3-2b-base,
     // HuggingFaceTB/SmolLM3-3B).
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, 0, 0, 0, 128},
     {"granite-3-2b", "granite", 49159, 2048, 40, 32, 8, 8192, 131072, 10000000.0f, true},
     {"smollm3-3b", "smollm3", 128256, 2048, 36, 16, 4, 11008, 65536, 5000000.0f, true},
+    // allenai/OLMo-2-0425-1B.
+    {"olmo2-1b", "olmo2", 100352, 2048, 16, 16, 16, 8192, 4096, 500000.0f, false},
+    // google/gemma-2-2b, google/gemma-3-1b-pt.
+    {"gemma2-2b", "gemma2", 256000, 2304, 26, 8, 4, 9216, 8192, 10000.0f, true, 0, 0, 0, 256, 4096, 50.0f,
+     30.0f},
+    {"gemma3-1b", "gemma3", 262144, 1152, 26, 4, 1, 6912, 32768, 1000000.0f, true, 0, 0, 0, 256, 512},
 };
 
 // Granite 3.x's multipliers (granite-3.3-2b's config.json): llama.cpp's GGUF keys.
@@ -174,7 +187,8 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
 }
 
 struct PlannedTensor {
-  // kRouter: f32 random (MoE router, shared gate); kQkNorm: f32 1 + noise (qwen3 q/k norms).
+  // kRouter: f32 random (MoE router, shared gate); kQkNorm: f32 1 + noise (qwen3 q/k norms,
+  // olmo2's q/k and post norms).
   enum Kind { kMatrix, kNorm, kBias, kRouter, kQkNorm };
   std::string name;
   std::vector<int64_t> shape;  // outermost first
@@ -229,6 +243,10 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     md.SetUint(a + "attention.value_length", static_cast<uint64_t>(head_dim));
   }
   if (p.arch == "granite") AddGraniteScales(md);
+  if (p.sliding_window > 0)
+    md.SetUint(a + "attention.sliding_window", static_cast<uint64_t>(p.sliding_window));
+  if (p.attn_softcap > 0) md.SetFloat(a + "attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) md.SetFloat(a + "final_logit_softcapping", p.final_softcap);
   md.SetUint(a + "attention.head_count", static_cast<uint64_t>(p.n_heads));
   md.SetUint(a + "attention.head_count_kv", static_cast<uint64_t>(p.n_kv_heads));
   md.SetFloat(a + "attention.layer_norm_rms_epsilon", 1e-5);
@@ -249,13 +267,24 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
   for (int32_t l = 0; l < p.n_layers; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
-    plan.push_back({b + "attn_norm.weight", {p.dim}, K::kNorm});
+    const bool olmo2 = p.arch == "olmo2";  // no pre norms; post norms; q/k norms over all heads
+    // gemma: pre and post norms, all 1 + noise (GGUFs hold gemma's 1 + w as the weight).
+    const bool gemma = p.arch == "gemma2" || p.arch == "gemma3";
+    if (!olmo2) plan.push_back({b + "attn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
     plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
     plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
     plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
-    if (p.arch == "qwen3" || p.arch == "qwen3moe") {
+    if (p.arch == "qwen3" || p.arch == "qwen3moe" || p.arch == "gemma3") {
       plan.push_back({b + "attn_q_norm.weight", {head_dim}, K::kQkNorm});
       plan.push_back({b + "attn_k_norm.weight", {head_dim}, K::kQkNorm});
+    }
+    if (olmo2) {
+      plan.push_back({b + "attn_q_norm.weight", {q_dim}, K::kQkNorm});
+      plan.push_back({b + "attn_k_norm.weight", {kv_dim}, K::kQkNorm});
+    }
+    if (olmo2 || gemma) {
+      plan.push_back({b + "post_attention_norm.weight", {p.dim}, K::kQkNorm});
+      plan.push_back({b + "post_ffw_norm.weight", {p.dim}, K::kQkNorm});
     }
     if (bias) {
       plan.push_back({b + "attn_q.bias", {q_dim}, K::kBias});
@@ -263,7 +292,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
       plan.push_back({b + "attn_v.bias", {kv_dim}, K::kBias});
     }
     plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, K::kMatrix});
-    plan.push_back({b + "ffn_norm.weight", {p.dim}, K::kNorm});
+    if (!olmo2) plan.push_back({b + "ffn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
     if (p.n_expert > 0) {
       // Experts as llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn, dim]); the
       // router stays f32 as llama.cpp's quantizer leaves it.

@@ -14,7 +14,8 @@ namespace ferry {
 
 struct ModelPreset {
   std::string name;
-  std::string arch;  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms), "qwen3moe", "granite", "smollm3"
+  std::string arch;  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms), "qwen3moe", "granite",
+                     // "smollm3", "olmo2" (post norms), "gemma2", "gemma3"
   int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
   float rope_theta;
   bool tied_embeddings;
@@ -23,10 +24,14 @@ struct ModelPreset {
   int32_t n_expert = 0, n_expert_used = 0, shared_ffn_dim = 0;
   int32_t head_dim = 0;  // 0: dim / n_heads; else written as attention.key_length (qwen3: 128 at dim 1024)
   int32_t HeadDim() const { return head_dim > 0 ? head_dim : dim / n_heads; }
+  // gemma: attention.sliding_window (0: key not written) and the soft-caps (0: not written).
+  int32_t sliding_window = 0;
+  float attn_softcap = 0.0f, final_softcap = 0.0f;
 };
 
-// New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny"
-// and the real shapes "qwen3-0.6b", "granite-3-2b", "smollm3-3b".
+// New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
+// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny" and the real shapes "qwen3-0.6b", "granite-3-2b", "smollm3-3b",
+// "olmo2-1b", "gemma2-2b", "gemma3-1b".
 // "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m", "tinyllama-1.1b", "smollm-draft"
 // (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared
 // expert, unnormalized weights), "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and

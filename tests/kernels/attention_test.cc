@@ -19,6 +19,20 @@ struct Case {
   int n_heads, n_kv_heads, head_dim, block_size, n_ctx, n_q;
 };
 
+// n_ctx keys in blocks of bs with the physical blocks shuffled, and random K and V
+// ([n_blocks, bs, nkv, hd] each), drawn from rng in that order.
+struct ShuffledCache {
+  std::vector<int32_t> table;
+  std::vector<float> k, v;
+  ShuffledCache(std::mt19937& rng, int n_ctx, int bs, int nkv, int hd) : table((n_ctx + bs - 1) / bs) {
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    const int64_t cache_n = static_cast<int64_t>(table.size()) * bs * nkv * hd;
+    k = testing::RandomFloats(rng, cache_n, 1.f);
+    v = testing::RandomFloats(rng, cache_n, 1.f);
+  }
+};
+
 TEST(Attention, MatchesNaiveWithGqaAndShuffledBlocks) {
   testing::ScopedIsa isa_guard;
   std::mt19937 rng(40);
@@ -72,13 +86,9 @@ TEST(Attention, SplitAlongSequenceMergesExactlyAndIsBatchInvariant) {
   std::mt19937 rng(41);
   ThreadPool pool2(2), pool3(3);
   const int nh = 4, nkv = 1, hd = 32, bs = 48, n_ctx = 1100;  // 48 does not divide 256: ragged tiles
-  const int n_blocks = (n_ctx + bs - 1) / bs;
-  std::vector<int32_t> table(n_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  const int64_t cache_n = static_cast<int64_t>(n_blocks) * bs * nkv * hd;  // [n_blocks, bs, nkv, hd]
-  auto k = testing::RandomFloats(rng, cache_n, 1.f);
-  auto v = testing::RandomFloats(rng, cache_n, 1.f);
+  ShuffledCache cache(rng, n_ctx, bs, nkv, hd);
+  const std::vector<int32_t>& table = cache.table;
+  std::vector<float>&k = cache.k, &v = cache.v;
   // Scores far apart across chunks (keys of early positions scaled up): the merge must rescale
   // without overflow or loss.
   for (int p = 0; p < 300; ++p) {
@@ -108,6 +118,66 @@ TEST(Attention, SplitAlongSequenceMergesExactlyAndIsBatchInvariant) {
     std::vector<float> batch3(q.size());
     Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch3.data(), &pool3);
     ASSERT_EQ(0, std::memcmp(batch3.data(), batch.data(), batch.size() * 4));
+  }
+}
+
+// Gemma's variants against a naive double softmax written here: query t attends keys
+// max(0, pos - window + 1) .. pos, each score s -> cap * tanh(s / cap). Windows inside one tile,
+// across tiles and chunks, and wider than the context; every schedule gives the same bits.
+TEST(Attention, SlidingWindowAndSoftCapMatchNaive) {
+  testing::ScopedIsa isa_guard;
+  std::mt19937 rng(43);
+  ThreadPool pool2(2), pool3(3);
+  const int nh = 4, nkv = 2, hd = 32, bs = 48, n_ctx = 1100;
+  const ShuffledCache cache(rng, n_ctx, bs, nkv, hd);
+  const std::vector<int32_t>& table = cache.table;
+  const std::vector<float>&k = cache.k, &v = cache.v;
+  KvBlocks kv{k.data(), v.data(), table.data(), bs};
+  std::vector<int32_t> pos = {n_ctx - 1, 700, 255, 256, 10, 0};
+  const int n_q = static_cast<int>(pos.size());
+  auto q = testing::RandomFloats(rng, int64_t{n_q} * nh * hd, 1.f);
+  const float scale = 0.5f;
+  auto at = [&](const std::vector<float>& c, int p, int g, int d) {
+    return c[(static_cast<int64_t>(table[p / bs]) * bs + p % bs) * nkv * hd + g * hd + d];
+  };
+  for (const AttentionVariant var :
+       {AttentionVariant{1, 0.f}, AttentionVariant{37, 0.f}, AttentionVariant{300, 0.f},
+        AttentionVariant{2000, 2.f}, AttentionVariant{0, 2.f}, AttentionVariant{100, 3.f}}) {
+    std::vector<double> want(q.size());
+    for (int t = 0; t < n_q; ++t)
+      for (int h = 0; h < nh; ++h) {
+        const int g = h / (nh / nkv), lo = var.window > 0 ? std::max(0, pos[t] + 1 - var.window) : 0;
+        std::vector<double> s;
+        for (int p = lo; p <= pos[t]; ++p) {
+          double dot = 0;
+          for (int d = 0; d < hd; ++d) dot += q[(t * nh + h) * hd + d] * at(k, p, g, d);
+          dot *= scale;
+          s.push_back(var.logit_softcap > 0 ? var.logit_softcap * std::tanh(dot / var.logit_softcap) : dot);
+        }
+        const double mx = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (int p = lo; p <= pos[t]; ++p)
+          for (int d = 0; d < hd; ++d) want[(t * nh + h) * hd + d] += s[p - lo] / sum * at(v, p, g, d);
+      }
+    for (Isa isa : testing::TestIsas()) {
+      ASSERT_TRUE(isa_guard.Set(isa));
+      SCOPED_TRACE(std::string(IsaName(isa)) + " window " + std::to_string(var.window));
+      std::vector<float> batch(q.size());
+      Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch.data(), nullptr, var);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(batch[i], want[i], 2e-5) << i;
+      for (int t = 0; t < n_q; ++t) {
+        const size_t row = static_cast<size_t>(nh) * hd;
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+          std::vector<float> alone(row);
+          Attention(q.data() + t * row, 1, &pos[t], nh, nkv, hd, scale, kv, alone.data(), pool, var);
+          ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + t * row, row * 4)) << "query " << t;
+        }
+      }
+      std::vector<float> batch3(q.size());
+      Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch3.data(), &pool3, var);
+      ASSERT_EQ(0, std::memcmp(batch3.data(), batch.data(), batch.size() * 4));
+    }
   }
 }
 

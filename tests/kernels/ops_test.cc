@@ -1,4 +1,4 @@
-// RmsNorm, Softmax, SiluMul, AddInPlace and Rope: hand-written expectations and every ISA
+// RmsNorm, Softmax, SiluMul, GeluTanhMul, AddInPlace and Rope: hand-written expectations and every ISA
 // against ref on random data (ragged lengths).
 #include <gtest/gtest.h>
 
@@ -72,6 +72,27 @@ TEST(Ops, SiluMulKnownValues) {
   }
 }
 
+// Values of 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) * u computed in double (Python).
+TEST(Ops, GeluTanhMulKnownValues) {
+  testing::ScopedIsa isa_guard;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    std::vector<float> g = {0, 1, -1, 10, -3, 100, -100, 2, 0.5f};
+    std::vector<float> u = {1, 1, 2, 1, 1, 1, 1, -1, 4};
+    std::vector<float> out(g.size());
+    GeluTanhMul(g.data(), u.data(), out.data(), static_cast<int64_t>(g.size()));
+    EXPECT_EQ(out[0], 0.f);
+    EXPECT_NEAR(out[1], 0.84119199f, 1e-6);
+    EXPECT_NEAR(out[2], -0.31761602f, 1e-6);
+    EXPECT_NEAR(out[3], 10.f, 1e-5);
+    EXPECT_NEAR(out[4], -3.6373921e-3f, 1e-8);
+    EXPECT_NEAR(out[5], 100.f, 1e-4);
+    EXPECT_NEAR(out[6], 0.f, 1e-30);
+    EXPECT_NEAR(out[7], -1.9545977f, 1e-6);
+    EXPECT_NEAR(out[8], 1.3828560f, 1e-6);
+  }
+}
+
 TEST(Ops, EveryIsaMatchesRefOnRandomData) {
   std::mt19937 rng(30);
   for (Isa isa : testing::TestIsas()) {
@@ -92,6 +113,14 @@ TEST(Ops, EveryIsaMatchesRefOnRandomData) {
       tab.silu_mul(x.data(), u.data(), a.data(), n);
       ref::SiluMul(x.data(), u.data(), b.data(), n);
       for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 2e-6f * std::fabs(b[i]) + 1e-30f);
+      tab.gelu_tanh_mul(x.data(), u.data(), a.data(), n);
+      ref::GeluTanhMul(x.data(), u.data(), b.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        // exp(z) turns the float rounding of its argument z = -1.6 (x + 0.044715 x^3) (fused or
+        // not) into a relative error of |z| ulps: the bound grows with |z| on top of SiluMul's.
+        const float z = std::fabs(1.5957692f * (x[i] + 0.044715f * x[i] * x[i] * x[i]));
+        ASSERT_NEAR(a[i], b[i], (2e-6f + 1.2e-7f * z) * std::fabs(b[i]) + 1e-30f);
+      }
       a = x;
       b = x;
       tab.add(a.data(), u.data(), n);

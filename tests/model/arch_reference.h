@@ -1,7 +1,7 @@
 // A plain scalar forward pass of the llama-family architectures (llama, qwen3, qwen3moe, granite,
-// smollm3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and sharing no code
-// with model/llama.cc: it reads the metadata keys and tensors itself, in double precision, one
-// token at a time over the whole prefix. Slow and obvious on purpose.
+// smollm3, olmo2, gemma2, gemma3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and
+// sharing no code with model/llama.cc: it reads the metadata keys and tensors itself, in double precision,
+// one token at a time over the whole prefix. Slow and obvious on purpose.
 #pragma once
 
 #include <algorithm>
@@ -32,8 +32,23 @@ class ReferenceForward {
     experts_ = md.GetInt(p + "expert_count").value_or(0);
     experts_used_ = md.GetInt(p + "expert_used_count").value_or(0);
     vocab_ = *md.GetInt(p + "vocab_size");
-    neox_ = arch_.rfind("qwen", 0) == 0 || md.GetBool("ferry.rope.neox").value_or(false);
+    neox_ = arch_.rfind("qwen", 0) == 0 || arch_ == "olmo2" || md.GetBool("ferry.rope.neox").value_or(false);
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe";
+    olmo2_ = arch_ == "olmo2";
+    // gemma (src/models/gemma2.cpp, gemma3.cpp and their load_arch_hparams defaults).
+    const bool g2 = arch_ == "gemma2";
+    gemma_ = g2 || arch_ == "gemma3";
+    if (gemma_) {
+      neox_ = true;
+      qk_norm_ = !g2;
+      emb_scale_ = std::sqrt(static_cast<double>(dim_));
+      attn_softcap_ = g2 ? md.GetFloat(p + "attn_logit_softcapping").value_or(50.0) : 0.0;
+      final_softcap_ = md.GetFloat(p + "final_logit_softcapping").value_or(g2 ? 30.0 : 0.0);
+      window_ = md.GetInt(p + "attention.sliding_window").value_or(g2 ? 4096 : 0);
+      theta_swa_ = md.GetFloat(p + "rope.freq_base_swa").value_or(g2 ? theta_ : 10000.0);
+    }
+    const int64_t period = gemma_ ? (g2 ? 2 : 6) : 0;  // layer l slides unless l % period == period - 1
+    for (int64_t l = 0; l < layers_; ++l) sliding_.push_back(window_ > 0 && l % period < period - 1);
     if (arch_ == "granite") {  // llama.cpp's f_*_scale; 0 = not applied
       emb_scale_ = md.GetFloat(p + "embedding_scale").value_or(0.0);
       attn_scale_ = md.GetFloat(p + "attention.scale").value_or(0.0);
@@ -57,7 +72,8 @@ class ReferenceForward {
         x[i * dim_ + d] = emb[toks[i] * dim_ + d] * (emb_scale_ != 0 ? emb_scale_ : 1.0);
     for (int64_t l = 0; l < layers_; ++l) {
       const std::string b = "blk." + std::to_string(l) + ".";
-      std::vector<double> xn = Norm(x, n, dim_, T(b + "attn_norm.weight"));
+      // olmo2 (llama.cpp src/models/olmo2.cpp): no pre norms; attention and FFN read x itself.
+      std::vector<double> xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "attn_norm.weight"));
       std::vector<double> q = MatMul(T(b + "attn_q.weight"), xn, n, q_dim, dim_);  // [n, heads, hd]
       std::vector<double> k = MatMul(T(b + "attn_k.weight"), xn, n, kv_dim, dim_);
       std::vector<double> v = MatMul(T(b + "attn_v.weight"), xn, n, kv_dim, dim_);
@@ -65,35 +81,45 @@ class ReferenceForward {
         q = Norm(q, n * heads_, hd_, T(b + "attn_q_norm.weight"));
         k = Norm(k, n * kv_heads_, hd_, T(b + "attn_k_norm.weight"));
       }
+      if (olmo2_) {  // all heads together
+        q = Norm(q, n, q_dim, T(b + "attn_q_norm.weight"));
+        k = Norm(k, n, kv_dim, T(b + "attn_k_norm.weight"));
+      }
+      const bool slides = sliding_[static_cast<size_t>(l)];
       if (rope_[static_cast<size_t>(l)]) {
-        Rope(q, n, heads_);
-        Rope(k, n, kv_heads_);
+        Rope(q, n, heads_, slides ? theta_swa_ : theta_);
+        Rope(k, n, kv_heads_, slides ? theta_swa_ : theta_);
       }
       const double scale = attn_scale_ != 0 ? attn_scale_ : 1.0 / std::sqrt(static_cast<double>(hd_));
       std::vector<double> att(static_cast<size_t>(n * q_dim));  // [n, heads, hd]
       for (int64_t i = 0; i < n; ++i)
         for (int64_t h = 0; h < heads_; ++h) {
           const int64_t g = h / (heads_ / kv_heads_);
-          std::vector<double> s(static_cast<size_t>(i + 1));
-          for (int64_t j = 0; j <= i; ++j) {
+          const int64_t j0 =
+              slides ? std::max<int64_t>(0, i - window_ + 1) : 0;  // llama.cpp: i - j >= window masked
+          std::vector<double> s(static_cast<size_t>(i + 1 - j0));
+          for (int64_t j = j0; j <= i; ++j) {
             double dot = 0;
             for (int64_t d = 0; d < hd_; ++d)
               dot += q[(i * heads_ + h) * hd_ + d] * k[(j * kv_heads_ + g) * hd_ + d];
-            s[j] = dot * scale;
+            s[j - j0] = SoftCap(dot * scale, attn_softcap_);
           }
           Softmax(s);
-          for (int64_t j = 0; j <= i; ++j)
+          for (int64_t j = j0; j <= i; ++j)
             for (int64_t d = 0; d < hd_; ++d)
-              att[(i * heads_ + h) * hd_ + d] += s[j] * v[(j * kv_heads_ + g) * hd_ + d];
+              att[(i * heads_ + h) * hd_ + d] += s[j - j0] * v[(j * kv_heads_ + g) * hd_ + d];
         }
-      AddScaled(x, MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim));
-      xn = Norm(x, n, dim_, T(b + "ffn_norm.weight"));
-      AddScaled(x, experts_ > 0 ? Moe(b, xn, n) : SwiGlu(b + "ffn_", ".weight", xn, n));
+      AddScaled(x, PostNorm(MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim), n,
+                            b + "post_attention_norm"));
+      xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "ffn_norm.weight"));
+      AddScaled(x, PostNorm(experts_ > 0 ? Moe(b, xn, n) : SwiGlu(b + "ffn_", ".weight", xn, n), n,
+                            b + "post_ffw_norm"));
     }
     std::vector<double> logits = MatMul(src_.FindTensor("output.weight") ? T("output.weight") : emb,
                                         Norm(x, n, dim_, T("output_norm.weight")), n, vocab_, dim_);
     if (logit_scale_ != 0)
       for (double& z : logits) z /= logit_scale_;
+    for (double& z : logits) z = SoftCap(z, final_softcap_);
     return logits;
   }
 
@@ -130,12 +156,13 @@ class ReferenceForward {
     }
     return y;
   }
-  void Rope(std::vector<double>& x, int64_t n, int64_t heads) const {
+  static double SoftCap(double x, double cap) { return cap > 0 ? cap * std::tanh(x / cap) : x; }
+  void Rope(std::vector<double>& x, int64_t n, int64_t heads, double theta) const {
     const int64_t half = hd_ / 2;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t j = 0; j < half; ++j) {
-          const double a = static_cast<double>(i) * std::pow(theta_, -2.0 * static_cast<double>(j) / hd_);
+          const double a = static_cast<double>(i) * std::pow(theta, -2.0 * static_cast<double>(j) / hd_);
           double* row = &x[(i * heads + h) * hd_];
           double& x0 = neox_ ? row[j] : row[2 * j];
           double& x1 = neox_ ? row[j + half] : row[2 * j + 1];
@@ -150,6 +177,10 @@ class ReferenceForward {
     for (double& v : s) sum += (v = std::exp(v - m));
     for (double& v : s) v /= sum;
   }
+  // olmo2's norm of a block's output before the residual add; others add it as it is.
+  std::vector<double> PostNorm(const std::vector<double>& y, int64_t n, const std::string& name) const {
+    return olmo2_ || gemma_ ? Norm(y, n, dim_, T(name + ".weight")) : y;
+  }
   void AddScaled(std::vector<double>& x, const std::vector<double>& delta) const {
     for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i] * (res_scale_ != 0 ? res_scale_ : 1.0);
   }
@@ -161,7 +192,11 @@ class ReferenceForward {
     const int64_t ffn = static_cast<int64_t>(wg.size()) / dim_ / (experts_ > 0 ? experts_ : 1);
     std::vector<double> g = MatMul(wg, xn, n, ffn, dim_, e * ffn * dim_),
                         u = MatMul(wu, xn, n, ffn, dim_, e * ffn * dim_);
-    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = (gemma_ ? 0.5 * g[i] *
+                           (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
+                     : g[i] / (1.0 + std::exp(-g[i]))) *
+             u[i];
     return MatMul(wd, g, n, dim_, ffn, e * ffn * dim_);
   }
   // qwen3moe (llama.cpp build_moe_ffn, softmax gating, top-k weights renormalized to sum 1).
@@ -189,8 +224,11 @@ class ReferenceForward {
   std::string arch_;
   int64_t dim_, layers_, heads_, kv_heads_, hd_, experts_, experts_used_, vocab_;
   double eps_, theta_, emb_scale_ = 0, attn_scale_ = 0, res_scale_ = 0, logit_scale_ = 0;
-  bool neox_, qk_norm_;
-  std::vector<bool> rope_;  // [layers] false: a NoPE layer
+  double attn_softcap_ = 0, final_softcap_ = 0, theta_swa_ = 0;
+  int64_t window_ = 0;
+  bool neox_, qk_norm_, olmo2_, gemma_ = false;
+  std::vector<bool> sliding_;  // [layers] true: a sliding-window layer
+  std::vector<bool> rope_;     // [layers] false: a NoPE layer
 };
 
 }  // namespace ferry::testing

@@ -163,5 +163,25 @@ TEST(QuantizeFile, W8A8FilesFollowTheI8Contract) {
   }
 }
 
+// The quantization tools' float model has none of the newer architectures' flags (q/k norms,
+// post norms, GeGLU, soft-caps, windows): it refuses them by name instead of computing llama.
+TEST(QuantizeFile, FloatModelRefusesArchitecturesItDoesNotRun) {
+  for (const char* preset :
+       {"qwen3-tiny", "granite-tiny", "smollm3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny"}) {
+    const std::string path = ::testing::TempDir() + "/refused-" + preset + ".gguf";
+    SyntheticModelOptions o;
+    o.preset = preset;
+    o.type = DType::kF32;
+    ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
+    auto src = formats::OpenWeightSource(path);
+    ASSERT_TRUE(src.ok());
+    auto fm = FloatModel::Load(**src);
+    ASSERT_FALSE(fm.ok()) << preset;
+    EXPECT_EQ(fm.status().code(), StatusCode::kUnsupported) << fm.status().ToString();
+    const std::string arch = std::string(preset).substr(0, std::string(preset).find('-'));
+    EXPECT_NE(fm.status().message().find("not '" + arch + "'"), std::string::npos) << fm.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace ferry::quant

@@ -110,9 +110,27 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kNeg2C = -1.5957691216057308f, kA = 0.044715f;  // as ref::GeluTanhMul
+  const __m256 one = _mm256_set1_ps(1.0f), neg2c = _mm256_set1_ps(kNeg2C), a = _mm256_set1_ps(kA);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(a, g), _mm256_mul_ps(g, g), g);  // g + a g^3
+    const __m256 e = Exp8(_mm256_mul_ps(neg2c, inner));
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + std::exp(kNeg2C * (g + kA * g * g * g)))) * up[i];
+  }
+}
+
 void AddInPlace(float* y, const float* x, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] += x[i];
 }
 

@@ -42,6 +42,16 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// -2 sqrt(2/pi) and the cubic's coefficient of the tanh approximation (kernels.h).
+constexpr float kGeluNeg2C = -1.5957691216057308f, kGeluA = 0.044715f;
+
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + std::exp(kGeluNeg2C * (g + kGeluA * g * g * g)))) * up[i];
+  }
+}
+
 void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

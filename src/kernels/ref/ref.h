@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "kernels/kernels.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernels.h"
 #include "kernels/packed_layout.h"
 
 namespace ferry::kernels::ref {
@@ -22,7 +22,7 @@ void QuantizeRowQ4_K(const float* x, void* dst, int64_t n);  // dst: [n/256] blo
 void QuantizeRowQ6_K(const float* x, void* dst, int64_t n);  // dst: [n/256] block_q6_K
 
 // Ferry int4 rows (packed_layout.h), group 32/64/128: round-to-nearest asymmetric.
-void QuantizeRowInt4(const float* x, void* dst, int64_t n, int64_t group);   // dst: [n/G] groups
+void QuantizeRowInt4(const float* x, void* dst, int64_t n, int64_t group);    // dst: [n/G] groups
 void DequantizeRowInt4(const void* src, float* y, int64_t n, int64_t group);  // y: [n]
 
 // ---- Activation quantization for MatMul ------------------------------------------------
@@ -61,8 +61,8 @@ int32_t DotI8(const int8_t* w, const int8_t* x, int64_t n);
 void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int32_t* out);
 
 // Packed MatMul micro-kernel (packed_layout.h PackedTileFn): the scalar truth.
-void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act, int nt,
-                int n_grp, float* const* y);
+void PackedTile(const uint8_t* group, const internal::PackedShape& shape, const internal::PackedAct* act,
+                int nt, int n_grp, float* const* y);
 // Sum of floats (bandwidth probe), any order.
 double ReadSum(const float* x, int64_t n);
 
@@ -80,22 +80,22 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t n, float eps);
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq,
-          bool neox);
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
 
 // Head row `row` (= token slot * n_kv_heads + KV head) of a KV cache of type t, as floats [head_dim].
 void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out);
 
 // Naive causal attention (materialized scores, then softmax) for tests; same contract as
 // kernels::Attention, single-threaded.
-void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
-                    int head_dim, float scale, const KvBlocks& kv, float* out);
+void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
+                    float scale, const KvBlocks& kv, float* out);
 // kernels::AttentionSparse's rules with a double softmax (progressive INT8 scores formed as
 // the kernel forms them). skipped_mass (may be null): [n_q, n_heads] softmax weight dropped
 // with the skipped V rows.
-void AttentionSparseNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
-                          float scale, const KvBlocks& kv, const AttentionSparsity& sparsity, float* out,
-                          AttentionSparseCounts* counts, double* skipped_mass);
+void AttentionSparseNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads,
+                          int head_dim, float scale, const KvBlocks& kv, const AttentionSparsity& sparsity,
+                          float* out, AttentionSparseCounts* counts, double* skipped_mass);
 
 }  // namespace ferry::kernels::ref
