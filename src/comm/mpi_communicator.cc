@@ -98,7 +98,7 @@ class MpiCommunicator final : public Communicator {
   StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
     MPI_Comm sub;
     if (int err = MPI_Comm_split(comm_, color, key, &sub); err != MPI_SUCCESS)
-      return IoError("rank {}: splitting the communicator failed: {}", rank_, MpiErrorText(err));
+      return IoError("splitting the communicator failed: {}", MpiErrorText(err));
     return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(sub, false, timeout_s_));
   }
 
@@ -109,14 +109,12 @@ class MpiCommunicator final : public Communicator {
     Timer t;
     ++stats_.calls;
     stats_.bytes += bytes_sent;
-    if (start_err != MPI_SUCCESS)
-      return IoError("rank {} of {}: {} failed: {}", rank_, size_, what, MpiErrorText(start_err));
+    if (start_err != MPI_SUCCESS) return IoError("{} failed: {}", what, MpiErrorText(start_err));
     for (int spins = 0;; ++spins) {
       int done = 0;
       if (int err = MPI_Test(req, &done, MPI_STATUS_IGNORE); err != MPI_SUCCESS) {
         stats_.seconds += t.Seconds();
-        return IoError("rank {} of {}: {} failed: {} (a rank has died or lost its link)", rank_, size_, what,
-                       MpiErrorText(err));
+        return IoError("{} failed: {} (a rank has died or lost its link)", what, MpiErrorText(err));
       }
       if (done) break;
       // Give the core away now and then: with more ranks than cores (oversubscribed) the
@@ -124,10 +122,11 @@ class MpiCommunicator final : public Communicator {
       if ((spins & 255) == 255) {
         if (t.Seconds() > timeout_s_) {
           stats_.seconds += t.Seconds();
+          // The caller adds which rank this is (the CLI's messages all start with it).
           return IoError(
-              "rank {} of {}: {} did not complete within {:g} s (--comm-timeout): a rank has died, "
-              "stopped or lost its link",
-              rank_, size_, what, timeout_s_);
+              "{} did not complete within {:g} s (--comm-timeout): a rank has died, stopped or lost "
+              "its link",
+              what, timeout_s_);
         }
         std::this_thread::yield();
       }
