@@ -181,7 +181,18 @@ int RunModelBench(const BenchOpts& o) {
     if (!s.ok()) return par->Fail(s.status());
   }
   double decode_s = 0, decode_comm_s = 0;  // over every timed decode step
-  stats = SparsityStats{};                 // count the timed passes only
+  // One collective alone: the all-reduce of a decode step's [dim] f32 partials (after W_o and down).
+  double allreduce_s = 0;
+  if (par->split()) {
+    std::vector<float> y(static_cast<size_t>(c.dim), 1.0f);
+    constexpr int kCalls = 200;
+    if (Status s = par->groups.world->Barrier(); !s.ok()) return par->Fail(s);
+    Timer t;
+    for (int i = 0; i < kCalls; ++i)
+      if (Status s = par->groups.world->AllReduceSum(y.data(), y.size()); !s.ok()) return par->Fail(s);
+    allreduce_s = t.Seconds() / kCalls;
+  }
+  stats = SparsityStats{};  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     if (o.depth > 0) {  // the context the tests run at (untimed)
@@ -276,6 +287,7 @@ int RunModelBench(const BenchOpts& o) {
                         {"tensor_parallel", o.parallel.tensor_parallel},
                         {"pipeline_parallel", o.parallel.pipeline_parallel},
                         {"comm_s", comm_s},
+                        {"allreduce_s", allreduce_s},
                         {"comm_share", comm_share}};
     if (!spec_tps.empty()) {
       j["spec_method"] = spec_method;
@@ -324,8 +336,9 @@ int RunModelBench(const BenchOpts& o) {
     if (par->split())
       std::printf(
           "ranks: tensor-parallel %d x pipeline-parallel %d; communication (rank 0) %.3f ms per decode step, "
-          "%.1f%% of a step (comm_s %.6f)\n",
-          o.parallel.tensor_parallel, o.parallel.pipeline_parallel, comm_s * 1e3, comm_share * 100, comm_s);
+          "%.1f%% of a step (comm_s %.6f); one all-reduce of %d f32 over all %d ranks alone: %.1f us\n",
+          o.parallel.tensor_parallel, o.parallel.pipeline_parallel, comm_s * 1e3, comm_share * 100, comm_s,
+          c.dim, par->groups.world->size(), allreduce_s * 1e6);
   }
   std::fflush(stdout);
   return 0;
