@@ -134,6 +134,31 @@ TEST(SplitModel, EachRankHoldsItsShareOfTheWeightsAndKvHeads) {
   EXPECT_GT(share, 1.0 / n - 0.15) << "share " << share;
 }
 
+TEST(SplitModel, SparsityOptionsAndTapsAreRefusedUnderASplit) {
+  FERRY_REQUIRE_ASSET(kModel);
+  LoadOptions o;
+  o.parallel = Layout();
+  o.sparsity.attn_skip_threshold = 0.01f;  // value skipping: not supported split
+  auto lm = LoadModel(testing::AssetPath(kModel), o);
+  ASSERT_FALSE(lm.ok());
+  EXPECT_NE(lm.status().message().find("--tensor-parallel / --pipeline-parallel"), std::string::npos)
+      << lm.status().message();
+  auto split = Load(true);
+  ASSERT_TRUE(split.ok());
+  const ModelConfig& c = split->model->config();
+  auto kv = ContiguousKvCache::Create(c.n_layers, 1, 8, c.n_kv_heads, c.head_dim);
+  ASSERT_TRUE(kv.ok());
+  ForwardBatch b;
+  b.Add(1, 0, 0, true);
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+  SparsityOptions run;
+  run.attn_skip_threshold = 0.01f;
+  ForwardOptions fo;
+  fo.sparsity = &run;
+  ThreadPool pool(1);
+  EXPECT_FALSE(split->model->Forward(b, *kv, logits.data(), &pool, fo).ok());  // every rank alike
+}
+
 }  // namespace
 }  // namespace ferry
 
