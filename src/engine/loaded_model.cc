@@ -77,7 +77,8 @@ StatusOr<std::unique_ptr<formats::WeightSource>> OpenWithTokenizer(const std::st
 StatusOr<LoadedModel> LoadModel(const std::string& path, const LoadOptions& options) {
   LoadedModel lm;
   FERRY_ASSIGN_OR_RETURN(lm.source, OpenWithTokenizer(path, options));
-  FERRY_ASSIGN_OR_RETURN(lm.model, CreateModel(*lm.source, ModelOptions{options.repack_weights, options.sparsity}));
+  FERRY_ASSIGN_OR_RETURN(lm.model, CreateModel(*lm.source, ModelOptions{options.repack_weights, options.sparsity,
+                                                                        options.parallel}));
   FERRY_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromMetadata(lm.source->metadata()));
   if (tok.n_vocab() > lm.model->config().n_vocab)
     return InvalidArgumentError("'{}': tokenizer has {} tokens but the model only {} rows of embeddings", path,

@@ -15,9 +15,10 @@
 namespace ferry {
 
 struct LoadOptions {
-  std::string tokenizer_path;  // explicit tokenizer file; empty = find beside the model
-  bool repack_weights = true;  // see ModelOptions
+  std::string tokenizer_path;     // explicit tokenizer file; empty = find beside the model
+  bool repack_weights = true;     // see ModelOptions
   SparsityOptions sparsity = {};  // run-time sparsity (model/sparsity_options.h); default exact
+  ParallelLayout parallel = {};   // split over MPI ranks (model/parallel.h); default: none
 };
 
 struct LoadedModel {

@@ -84,8 +84,44 @@ struct AttentionBlock {
   const int32_t* head_kv = nullptr;   // [n_q] cache KV head each query head reads; null: GQA grouping
 };
 
+// Keeps this tensor rank's share of a dense layer (model/parallel.h): q/k/v and gate/up by
+// output rows (views), W_o and down by input columns (copies), biases by rows. Before packing.
+Status ShardLayer(LayerWeights& w, const TensorShard& s, int64_t hd, const std::string& prefix,
+                  std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+  w.wq = SliceRows(w.wq, s.q_head0 * hd, s.n_q * hd);
+  w.wk = SliceRows(w.wk, s.kv_head0 * hd, s.n_kv * hd);
+  w.wv = SliceRows(w.wv, s.kv_head0 * hd, s.n_kv * hd);
+  FERRY_ASSIGN_OR_RETURN(w.wo,
+                         SliceColumns(w.wo, s.q_head0 * hd, s.n_q * hd, prefix + "attn_output.weight", keep));
+  w.w_gate = SliceRows(w.w_gate, s.ffn0, s.n_ffn);
+  w.w_up = SliceRows(w.w_up, s.ffn0, s.n_ffn);
+  FERRY_ASSIGN_OR_RETURN(w.w_down, SliceColumns(w.w_down, s.ffn0, s.n_ffn, prefix + "ffn_down.weight", keep));
+  auto rows = [](std::vector<float>& v, int64_t first, int64_t n) {
+    if (!v.empty()) v = std::vector<float>(v.begin() + first, v.begin() + first + n);
+  };
+  rows(w.bq, s.q_head0 * hd, s.n_q * hd);
+  rows(w.bk, s.kv_head0 * hd, s.n_kv * hd);
+  rows(w.bv, s.kv_head0 * hd, s.n_kv * hd);
+  return Status::Ok();
+}
+
 // Scratch slots of the layer (model/scratch.h).
-enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kTmp, kGate, kUp, kQkv, kGateUp, kTapped };
+enum Slot : int {
+  kX,
+  kXn,
+  kQ,
+  kK,
+  kV,
+  kAttn,
+  kTmp,
+  kGate,
+  kUp,
+  kQkv,
+  kGateUp,
+  kTapped,
+  kLogitsPart,
+  kLogitsAll
+};
 enum IntSlot : int { kKvSlots };
 
 class LlamaModel final : public Model {
@@ -134,6 +170,8 @@ class LlamaModel final : public Model {
   // next_norm null, the add only.
   void ResidualAdd(int64_t n, float* x, float* delta, const std::vector<float>& post_norm,
                    const std::vector<float>* next_norm, float* xn) const;
+  // xn: [n_out, dim] -> logits: [n_out, n_vocab] on every rank (vocabulary split: gathered).
+  Status Head(const Pass& p, const float* xn, int64_t n_out, float* logits) const;
 
   Linear token_embd_;               // [n_vocab, dim]
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
@@ -144,6 +182,11 @@ class LlamaModel final : public Model {
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
+  ParallelLayout par_;                     // how the model is split over processes (none by default)
+  TensorShard shard_;                      // this tensor rank's heads, FFN rows and vocabulary rows
+  StageLayers stage_;                      // this pipeline stage's layers
+  std::vector<int64_t> vocab_split_;       // [tp_size + 1] first vocabulary row of each tensor rank
+  std::vector<std::shared_ptr<AlignedBuffer>> slices_;  // the column slices' bytes (W_o, down)
 };
 
 StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& src, const ModelConfig& cfg,
@@ -158,6 +201,24 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
   m->sparsity_ = options.sparsity;
+  const ParallelLayout& par = options.parallel;
+  m->par_ = par;
+  if (par.Split() && !options.sparsity.Exact())
+    return UnsupportedError(
+        "sparsity options cannot be combined with --tensor-parallel / --pipeline-parallel");
+  // Each rank holds some heads; a norm over the whole projection would need a reduction first.
+  if (par.tp_size() > 1 && cfg.qk_norm_whole)
+    return UnsupportedError("'{}': --tensor-parallel is not supported for {} (its q/k norm spans all heads)",
+                            src.path(), cfg.arch);
+  if (par.pp_size() > cfg.n_layers)
+    return InvalidArgumentError("--pipeline-parallel {}: the model has only {} layers", par.pp_size(),
+                                cfg.n_layers);
+  FERRY_ASSIGN_OR_RETURN(m->shard_, PlanTensorShard(cfg, par.tp_rank(), par.tp_size()));
+  for (int r = 0; r < par.tp_size(); ++r)
+    m->vocab_split_.push_back(PlanTensorShard(cfg, r, par.tp_size())->vocab0);
+  m->vocab_split_.push_back(cfg.n_vocab);
+  m->stage_ = PlanStageLayers(cfg.n_layers, par.pp_rank(), par.pp_size());
+  const bool last_stage = par.pp_rank() == par.pp_size() - 1;
   WeightReader r(src);
   const int64_t dim = cfg.dim, q_dim = int64_t{cfg.n_heads} * cfg.head_dim,
                 kv_dim = int64_t{cfg.n_kv_heads} * cfg.head_dim, ffn = cfg.ffn_dim;
@@ -171,12 +232,21 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
     m->output_ = m->token_embd_;  // tied embeddings
   }
   FERRY_ASSIGN_OR_RETURN(m->output_norm_, r.Vector("output_norm.weight", dim));
+  if (last_stage) {  // the head's rows of this rank's share of the vocabulary
+    m->output_ = SliceRows(m->output_, m->shard_.vocab0, m->shard_.n_vocab);
+  } else {
+    m->output_ = Linear{};  // other stages never compute logits
+  }
   m->weight_bytes_ = m->output_.bytes;
   ThreadPool pack_pool;  // repacking at load: one pass over the weights on every core
   m->output_.MaybePack(options.repack_weights, &pack_pool);  // token_embd_ stays in place for row lookups
   for (int32_t l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights w;
+    if (l < m->stage_.first || l >= m->stage_.last) {  // another pipeline stage's layer
+      m->layers_.push_back(std::move(w));
+      continue;
+    }
     if (cfg.pre_norms) {
       FERRY_ASSIGN_OR_RETURN(w.attn_norm, r.Vector(p + "attn_norm.weight", dim));
       FERRY_ASSIGN_OR_RETURN(w.ffn_norm, r.Vector(p + "ffn_norm.weight", dim));
@@ -208,6 +278,7 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
       FERRY_ASSIGN_OR_RETURN(w.bv, r.Vector(p + "attn_v.bias", kv_dim));
     }
+    if (par.tp_size() > 1) FERRY_RETURN_IF_ERROR(ShardLayer(w, m->shard_, cfg.head_dim, p, m->slices_));
     for (Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
       if (!lin->data) continue;  // MoE layers have no dense FFN
       m->weight_bytes_ += lin->bytes;
@@ -243,6 +314,10 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   m->inv_freq_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale);
   m->inv_freq_swa_ = inv_freq(cfg.rope_theta_swa, cfg.rope_freq_scale_swa);
   FERRY_RETURN_IF_ERROR(m->attn_sparsity_.Configure(m->sparsity_, cfg, m->AttentionRefs()));
+  // The forward pass and the caller's KV cache see this rank's share of the heads and FFN.
+  m->config_.n_heads = m->shard_.n_q;
+  m->config_.n_kv_heads = m->shard_.n_kv;
+  m->config_.ffn_dim = static_cast<int32_t>(m->shard_.n_ffn);
   return std::unique_ptr<Model>(std::move(m));
 }
 
@@ -302,6 +377,10 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
         "sparse attention (head pruning, value skipping, progressive scores) is not supported for {} "
         "(sliding-window / soft-capped attention)",
         config_.arch);
+  if (par_.Split() && (options.taps || !so.Exact()))
+    return UnsupportedError("a model split over processes runs without activation taps or sparsity options");
+  if (par_.pp_size() > 1 && options.hidden)
+    return UnsupportedError("hidden states (embeddings) are not returned under --pipeline-parallel");
   return Status::Ok();
 }
 
@@ -550,27 +629,48 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   float* xn = s.layer.Floats(kXn, n * dim);    // [n, dim] normalized
   float* tmp = s.layer.Floats(kTmp, n * dim);  // [n, dim] a block's output
 
-  EmbedTokens(b, x);
-  if (c.embedding_scale != 0.0f) ScaleInPlace(x, n * dim, c.embedding_scale);  // granite
-  for (int32_t l = 0; l < c.n_layers; ++l) {
+  const int pp = par_.pp_rank(), n_stages = par_.pp_size();
+  constexpr int kHiddenTag = 18;
+  if (pp == 0) {
+    EmbedTokens(b, x);
+    if (c.embedding_scale != 0.0f) ScaleInPlace(x, n * dim, c.embedding_scale);  // granite
+  } else {  // the previous stage's residual stream
+    FERRY_RETURN_IF_ERROR(par_.pp->Recv(x, static_cast<size_t>(n * dim) * sizeof(float), pp - 1, kHiddenTag));
+  }
+  // Megatron: each rank's W_o / down output is a partial sum over its heads / FFN rows.
+  auto reduce = [&](float* y) {
+    return par_.tp_size() > 1 ? par_.tp->AllReduceSum(y, n * dim) : Status::Ok();
+  };
+  for (int32_t l = stage_.first; l < stage_.last; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    if (l == 0) {  // later layers get their norm fused with the previous residual add
+    if (l == stage_.first) {  // later layers get their norm fused with the previous residual add
       if (w.attn_norm.empty()) std::copy_n(x, n * dim, xn);  // olmo2: attention reads x itself
       for (int64_t i = 0; i < n && !w.attn_norm.empty(); ++i)
         kernels::RmsNorm(x + i * dim, w.attn_norm.data(), xn + i * dim, dim, c.rms_eps);
     }
     Attention(p, l, xn, tmp);
+    FERRY_RETURN_IF_ERROR(reduce(tmp));
     if (c.residual_scale != 0.0f) ScaleInPlace(tmp, n * dim, c.residual_scale);  // granite
     if (so.UsesHeadPruning() && options.stats)
       attn_sparsity_.CountHeadWork(c, l, n, sum_keys, *options.stats);
     ResidualAdd(n, x, tmp, w.attn_post_norm, &w.ffn_norm, xn);
     Ffn(p, l, xn, tmp);
+    FERRY_RETURN_IF_ERROR(reduce(tmp));
     if (c.residual_scale != 0.0f) ScaleInPlace(tmp, n * dim, c.residual_scale);
-    // The residual add fused with the next layer's attention norm; after the last, add only.
+    // The residual add fused with the next layer's attention norm; after the stage's last, add only.
     ResidualAdd(n, x, tmp, w.ffn_post_norm,
-                l + 1 < c.n_layers ? &layers_[static_cast<size_t>(l) + 1].attn_norm : nullptr, xn);
+                l + 1 < stage_.last ? &layers_[static_cast<size_t>(l) + 1].attn_norm : nullptr, xn);
   }
 
+  const int64_t n_logits = b.NumLogits();
+  if (pp + 1 < n_stages) {  // hand the stream on; the last stage sends back the logits
+    FERRY_RETURN_IF_ERROR(par_.pp->Send(x, static_cast<size_t>(n * dim) * sizeof(float), pp + 1, kHiddenTag));
+    if (n_logits > 0)
+      FERRY_RETURN_IF_ERROR(par_.pp->Broadcast(
+          logits, static_cast<size_t>(n_logits * c.n_vocab) * sizeof(float), n_stages - 1));
+    kv.EndForward(b);
+    return Status::Ok();
+  }
   // Final norm for every token when the hidden states are asked for (embeddings), else only
   // for the tokens whose logits are wanted; the head only for the latter.
   if (options.hidden)
@@ -585,12 +685,40 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       kernels::RmsNorm(x + i * dim, output_norm_.data(), xn + n_out * dim, dim, c.rms_eps);
     ++n_out;
   }
-  if (n_out > 0) output_.Apply(xn, n_out, logits, pool);
+  if (n_out > 0) FERRY_RETURN_IF_ERROR(Head(p, xn, n_out, logits));
   // granite divides the logits, as llama.cpp does: times the float reciprocal.
   if (n_out > 0 && c.logit_scale != 0.0f) ScaleInPlace(logits, n_out * c.n_vocab, 1.0f / c.logit_scale);
   if (n_out > 0 && c.final_softcap > 0.0f)
     SoftCapInPlace(logits, n_out * c.n_vocab, c.final_softcap);  // gemma
+  if (n_out > 0 && n_stages > 1)
+    FERRY_RETURN_IF_ERROR(
+        par_.pp->Broadcast(logits, static_cast<size_t>(n_out * c.n_vocab) * sizeof(float), n_stages - 1));
   kv.EndForward(b);
+  return Status::Ok();
+}
+
+Status LlamaModel::Head(const Pass& p, const float* xn, int64_t n_out, float* logits) const {
+  const int n_ranks = par_.tp_size();
+  if (n_ranks == 1) {
+    output_.Apply(xn, n_out, logits, p.pool);
+    return Status::Ok();
+  }
+  // Every rank computes its vocabulary rows, then all of them are gathered (rank 0 samples
+  // from full logits; so does every rank, which keeps the ranks' token streams identical).
+  const int64_t n_vocab = config_.n_vocab;
+  float* part = p.s.layer.Floats(kLogitsPart, n_out * shard_.n_vocab);  // [n_out, this rank's vocab]
+  output_.Apply(xn, n_out, part, p.pool);
+  std::vector<size_t> counts;
+  for (int r = 0; r < n_ranks; ++r)
+    counts.push_back(static_cast<size_t>(n_out * (vocab_split_[r + 1] - vocab_split_[r])) * sizeof(float));
+  float* all =
+      p.s.layer.Floats(kLogitsAll, n_out * n_vocab);  // rank 0's [n_out, its vocab], then rank 1's, ...
+  FERRY_RETURN_IF_ERROR(par_.tp->AllGatherV(part, counts, all));
+  for (int r = 0; r < n_ranks; ++r) {
+    const int64_t v0 = vocab_split_[r], nv = vocab_split_[r + 1] - v0;
+    const float* src = all + n_out * v0;
+    for (int64_t i = 0; i < n_out; ++i) std::copy_n(src + i * nv, nv, logits + i * n_vocab + v0);
+  }
   return Status::Ok();
 }
 

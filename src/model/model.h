@@ -12,6 +12,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
+#include "model/parallel.h"
 #include "model/scratch.h"
 #include "model/sparsity_options.h"
 
@@ -69,6 +70,10 @@ struct ModelOptions {
   // Types that only have a packed kernel (Ferry's int4) are always packed.
   bool repack_weights = true;
   SparsityOptions sparsity = {};  // run-time sparsity (model/sparsity_options.h); default exact
+  // Tensor/pipeline split over processes (model/parallel.h); default: the whole model here.
+  // Split, config() reports this rank's share: n_heads, n_kv_heads (what its KV cache holds)
+  // and ffn_dim are the shard's, and Forward still returns full logits on every rank.
+  ParallelLayout parallel = {};
 };
 
 // Builds the model for source.metadata()'s architecture. Weights not repacked stay in the

@@ -27,6 +27,7 @@
 #include "engine/loaded_model.h"
 #include "kernels/kernels.h"
 #include "model/kv_budget_cache.h"
+#include "parallel_flags.h"
 
 namespace ferry::cli {
 namespace {
@@ -42,6 +43,7 @@ struct BenchOpts {
   std::string spec_prompt;  // text for the engine decode runs (default: the random prompt)
   SparsityFlags sparsity;
   KvCacheFlags kv_cache;
+  ParallelFlags parallel;
 };
 
 struct MeanSd {
@@ -72,7 +74,8 @@ std::string WeightTypeName(const formats::WeightSource& src) {
 
 // Prefill P tokens of sequence 0 starting at position pos0; returns seconds.
 StatusOr<double> Prefill(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
-                         std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo, int pos0 = 0) {
+                         std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo,
+                         int pos0 = 0) {
   Timer timer;
   ForwardBatch b;
   const int p = static_cast<int>(toks.size());
@@ -139,11 +142,17 @@ int RunModelBench(const BenchOpts& o) {
     return Fail(InvalidArgumentError("-p, -n and -d must be >= 0, -r and --batch >= 1"));
   auto kv_types = o.kv_cache.ToTypes();
   if (!kv_types.ok()) return Fail(kv_types.status());
+  auto par = OpenParallelRun(o.parallel);
+  if (!par.ok()) return Fail(par.status());
+  if (par->split() && o.spec.enabled())
+    return par->Fail(UnsupportedError("speculative decoding does not run split over ranks yet"));
   LoadOptions lopts;
   lopts.repack_weights = !o.no_repack;
   lopts.sparsity = o.sparsity.options;
+  lopts.parallel = par->layout();
   auto lm = LoadModel(o.model, lopts);
-  if (!lm.ok()) return Fail(lm.status());
+  if (!lm.ok()) return par->Fail(lm.status());
+  par->PrintRankMemory(*lm->model, *kv_types);
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
   const int ctx = std::max(1, o.depth + o.n_prompt + o.n_gen);
@@ -169,24 +178,39 @@ int RunModelBench(const BenchOpts& o) {
   {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
     auto s = Prefill(m, **kv, w, o.n_batch, logits, pool, fo);
-    if (!s.ok()) return Fail(s.status());
+    if (!s.ok()) return par->Fail(s.status());
+  }
+  double decode_s = 0, decode_comm_s = 0;  // over every timed decode step
+  // One collective alone: the all-reduce of a decode step's [dim] f32 partials (after W_o and down).
+  double allreduce_s = 0;
+  if (par->split()) {
+    std::vector<float> y(static_cast<size_t>(c.dim), 1.0f);
+    constexpr int kCalls = 200;
+    if (Status s = par->groups.world->Barrier(); !s.ok()) return par->Fail(s);
+    Timer t;
+    for (int i = 0; i < kCalls; ++i)
+      if (Status s = par->groups.world->AllReduceSum(y.data(), y.size()); !s.ok()) return par->Fail(s);
+    allreduce_s = t.Seconds() / kCalls;
   }
   stats = SparsityStats{};  // count the timed passes only
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     if (o.depth > 0) {  // the context the tests run at (untimed)
       auto s = Prefill(m, **kv, context, o.n_batch, logits, pool, fo);
-      if (!s.ok()) return Fail(s.status());
+      if (!s.ok()) return par->Fail(s.status());
     }
     if (o.n_prompt > 0) {
       auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool, fo, o.depth);
-      if (!s.ok()) return Fail(s.status());
+      if (!s.ok()) return par->Fail(s.status());
       pp.push_back(o.n_prompt / *s);
     }
     if (o.n_gen > 0) {
+      const double comm0 = par->comm_seconds();
       auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool, fo);
-      if (!s.ok()) return Fail(s.status());
+      if (!s.ok()) return par->Fail(s.status());
       tg.push_back(o.n_gen / *s);
+      decode_s += *s;
+      decode_comm_s += par->comm_seconds() - comm0;
     }
   }
   const double bw = kernels::MeasureReadBandwidth(static_cast<size_t>(o.bw_mib) << 20, 3, &pool);
@@ -232,6 +256,11 @@ int RunModelBench(const BenchOpts& o) {
                                                 : "ngram";
   }
   const MeanSd engs = Stats(eng_tps), specs = Stats(spec_tps);
+  // Communication per decode step (this rank's; waiting for a slower rank counts) and its share.
+  const double steps = static_cast<double>(o.reps) * o.n_gen;
+  const double comm_s = steps > 0 ? decode_comm_s / steps : 0.0;
+  const double comm_share = decode_s > 0 ? decode_comm_s / decode_s : 0.0;
+  if (!par->root()) return 0;  // every rank ran the same steps; rank 0 reports
 
   if (o.json) {
     nlohmann::json j = {{"model", name},
@@ -254,7 +283,12 @@ int RunModelBench(const BenchOpts& o) {
                         {"bytes_per_decode_token", tok_bytes},
                         {"bandwidth_gb_per_s", bw / 1e9},
                         {"decode_efficiency", eff},
-                        {"sparsity", SparsityJson(m, stats)}};
+                        {"sparsity", SparsityJson(m, stats)},
+                        {"tensor_parallel", o.parallel.tensor_parallel},
+                        {"pipeline_parallel", o.parallel.pipeline_parallel},
+                        {"comm_s", comm_s},
+                        {"allreduce_s", allreduce_s},
+                        {"comm_share", comm_share}};
     if (!spec_tps.empty()) {
       j["spec_method"] = spec_method;
       j["spec_tokens"] = sc.num_tokens;
@@ -299,6 +333,12 @@ int RunModelBench(const BenchOpts& o) {
           spec_stats.SpecMeanAcceptedTokens(), spec_stats.spec_draft_s * 1e3 / o.reps,
           spec_stats.spec_verify_s * 1e3 / o.reps);
     if (std::string sp = SparsityReport(m, stats); !sp.empty()) std::printf("%s\n", sp.c_str());
+    if (par->split())
+      std::printf(
+          "ranks: tensor-parallel %d x pipeline-parallel %d; communication (rank 0) %.3f ms per decode step, "
+          "%.1f%% of a step (comm_s %.6f); one all-reduce of %d f32 over all %d ranks alone: %.1f us\n",
+          o.parallel.tensor_parallel, o.parallel.pipeline_parallel, comm_s * 1e3, comm_share * 100, comm_s,
+          c.dim, par->groups.world->size(), allreduce_s * 1e6);
   }
   std::fflush(stdout);
   return 0;
@@ -326,6 +366,7 @@ Runner AddBenchModelOptions(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::Range(16, 65536));
   bench.add_flag("--json", o->json, "one JSON object per line");
+  o->parallel.Add(&bench);
   bench.add_flag("--no-repack", o->no_repack,
                  "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
   o->spec.Add(&bench);

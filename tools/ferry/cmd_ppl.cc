@@ -11,6 +11,7 @@
 #include "engine/kl_divergence.h"
 #include "engine/loaded_model.h"
 #include "engine/perplexity.h"
+#include "parallel_flags.h"
 
 namespace ferry::cli {
 
@@ -20,6 +21,7 @@ Runner AddPplCommand(CLI::App& app) {
     std::string file;
     std::string kl_base;
     PerplexityOptions ppl;
+    ParallelFlags parallel;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("ppl", "perplexity of a model over a text file");
@@ -33,6 +35,7 @@ Runner AddPplCommand(CLI::App& app) {
                   "logits file as llama-perplexity --kl-divergence-base writes it: compared with when it "
                   "exists (mean KL divergence, top-1 agreement, delta PPL on its tokens), else written from "
                   "this run's f32 logits");
+  o->parallel.Add(cmd);
 
   return [o]() -> int {
     auto kv_types = o->model.kv_cache.ToTypes();
@@ -42,16 +45,25 @@ Runner AddPplCommand(CLI::App& app) {
     if (!in) return Fail(IoError("cannot open text file '{}'", o->file));
     std::stringstream ss;
     ss << in.rdbuf();
-    auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
-    if (!lm.ok()) return Fail(lm.status());
+    auto par = OpenParallelRun(o->parallel);
+    if (!par.ok()) return Fail(par.status());
+    if (par->split() && !o->kl_base.empty())
+      return par->Fail(UnsupportedError("--kl-divergence-base does not run split over ranks yet"));
+    LoadOptions load = o->model.ToLoadOptions();
+    load.parallel = par->layout();
+    auto lm = LoadModel(o->model.model, load);
+    if (!lm.ok()) return par->Fail(lm.status());
+    par->PrintRankMemory(*lm->model, *kv_types);
     ThreadPool pool(o->model.threads);
     Timer timer;
     std::vector<int32_t> tokens = lm->tokenizer->Encode(ss.str(), true, false);
-    std::fprintf(stderr, "ferry: tokenized %zu bytes into %zu tokens in %.2f s\n", ss.str().size(),
-                 tokens.size(), timer.Seconds());
+    if (par->root())
+      std::fprintf(stderr, "ferry: tokenized %zu bytes into %zu tokens in %.2f s\n", ss.str().size(),
+                   tokens.size(), timer.Seconds());
     const bool tty = StderrIsTerminal();
     std::unique_ptr<ProgressBar> bar;
     o->ppl.progress = [&](int32_t done, int32_t total, double ppl) {
+      if (!par->root()) return;  // every rank computes the same figures
       if (tty) {
         if (!bar) bar = std::make_unique<ProgressBar>("perplexity", total, true);
         bar->Update(done, fmt::format("[{}/{}] ppl {:.4f}", done, total, ppl));
@@ -101,7 +113,8 @@ Runner AddPplCommand(CLI::App& app) {
     timer.Reset();
     auto r = Perplexity(*lm, pool, tokens, o->ppl);
     if (bar) bar->Finish();
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return par->Fail(r.status());
+    if (!par->root()) return 0;
     std::fprintf(stderr, "ferry: %d windows of %d tokens, %lld predictions scored, %.1f s (%.0f tok/s)\n",
                  r->n_chunks, o->ppl.n_ctx, static_cast<long long>(r->n_scored), timer.Seconds(),
                  r->n_chunks * static_cast<double>(o->ppl.n_ctx) / timer.Seconds());

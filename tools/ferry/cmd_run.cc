@@ -7,11 +7,12 @@
 
 #include "commands.h"
 #include "constraint_flags.h"
-#include "engine/constraint_vocab.h"
 #include "core/thread_pool.h"
+#include "engine/constraint_vocab.h"
 #include "engine/engine_core.h"
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
+#include "parallel_flags.h"
 #include "run_beam.h"
 
 namespace ferry::cli {
@@ -79,6 +80,7 @@ Runner AddRunCommand(CLI::App& app) {
     bool no_special = false;
     BeamSearchOptions beam;
     ConstraintFlags constraint;
+    ParallelFlags parallel;
   };
   auto o = std::make_shared<Opts>();
   o->beam.beam_width = 0;  // off unless --beam-width
@@ -112,6 +114,7 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_flag("--no-parse-special", o->no_special, "treat special-token text in the prompt as plain text");
   o->spec.Add(cmd);
   o->constraint.Add(cmd, "--json-schema");
+  o->parallel.Add(cmd);
 
   return [o]() -> int {
     o->model.model = o->model.ModelOrDefault();
@@ -120,13 +123,24 @@ Runner AddRunCommand(CLI::App& app) {
     o->gen.kv_types = o->beam.kv_types = *kv_types;
     auto spec = o->constraint.ToSpec();
     if (!spec.ok()) return Fail(spec.status());
-    auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
-    if (!lm.ok()) return Fail(lm.status());
+    auto par = OpenParallelRun(o->parallel);
+    if (!par.ok()) return Fail(par.status());
+    if (par->split() && (o->beam.beam_width > 0 || o->spec.enabled()))
+      return par->Fail(
+          UnsupportedError("--beam-width and speculative decoding do not run split over ranks yet"));
+    auto seed = par->AgreeOnSeed(o->gen.sampling.seed);
+    if (!seed.ok()) return par->Fail(seed.status());
+    o->gen.sampling.seed = *seed;
+    LoadOptions load = o->model.ToLoadOptions();
+    load.parallel = par->layout();
+    auto lm = LoadModel(o->model.model, load);
+    if (!lm.ok()) return par->Fail(lm.status());
+    par->PrintRankMemory(*lm->model, *kv_types);
     if (*spec) {
       auto program = constraint::CompileSpec(**spec);
       if (!program.ok()) return Fail(program.status());
-      auto grammar = std::make_shared<const constraint::CompiledGrammar>(std::move(program).value(),
-                                                                         ConstraintVocabulary(*lm->tokenizer));
+      auto grammar = std::make_shared<const constraint::CompiledGrammar>(
+          std::move(program).value(), ConstraintVocabulary(*lm->tokenizer));
       o->gen.sampling.constraint = grammar;
       o->beam.constraint = grammar;
     }
@@ -140,11 +154,14 @@ Runner AddRunCommand(CLI::App& app) {
       if (Status s = o->spec.Apply(*lm, o->model.ToLoadOptions(), &pool, draft, sc); !s.ok()) return Fail(s);
       return RunSpeculative(*lm, prompt, o->gen, sc, pool.size(), tty);
     }
-    auto stats = Generate(*lm, pool, prompt, o->gen, [](std::string_view text) {
+    const bool root = par->root();  // every rank generates the same tokens; one prints them
+    auto stats = Generate(*lm, pool, prompt, o->gen, [root](std::string_view text) {
+      if (!root) return;
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     });
-    if (!stats.ok()) return Fail(stats.status());
+    if (!stats.ok()) return par->Fail(stats.status());
+    if (!root) return 0;
     if (tty) std::fputc('\n', stdout);
     std::fflush(stdout);
     const GenerateStats& st = *stats;
