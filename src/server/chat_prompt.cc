@@ -30,28 +30,72 @@ std::string ToolsPreamble(const nlohmann::ordered_json& tools, tool_calls::ToolF
   for (const auto& t : tools) out += t.dump() + "\n";
   switch (f) {
     case tool_calls::ToolFormat::kHermes:
-      out += "To call one, answer with <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
-             "</tool_call>";
+      out +=
+          "To call one, answer with <tool_call>\n{\"name\": <function-name>, \"arguments\": "
+          "<args-json-object>}\n"
+          "</tool_call>";
       break;
     case tool_calls::ToolFormat::kLlama3:
       out += "To call one, answer with {\"name\": <function-name>, \"parameters\": <args-json-object>}";
       break;
     case tool_calls::ToolFormat::kMistralV3:
-      out += "To call tools, answer with [TOOL_CALLS][{\"name\": <function-name>, \"arguments\": <args-json-object>}]";
+      out +=
+          "To call tools, answer with [TOOL_CALLS][{\"name\": <function-name>, \"arguments\": "
+          "<args-json-object>}]";
       break;
     case tool_calls::ToolFormat::kMistralV11:
       out += "To call one, answer with [TOOL_CALLS]<function-name>[ARGS]<args-json-object>";
       break;
     case tool_calls::ToolFormat::kGeneric:
-      out += "To call tools, answer with {\"tool_calls\": [{\"name\": <function-name>, \"arguments\": "
-             "<args-json-object>}]}";
+      out +=
+          "To call tools, answer with {\"tool_calls\": [{\"name\": <function-name>, \"arguments\": "
+          "<args-json-object>}]}";
+      break;
+    case tool_calls::ToolFormat::kQwen3Coder:
+      out +=
+          "To call one, answer with <tool_call>\n<function=<function-name>>\n<parameter=<name>>\n<value>\n"
+          "</parameter>\n</function>\n</tool_call>";
+      break;
+    case tool_calls::ToolFormat::kHarmony:
+      out +=
+          "To call one, answer with <|channel|>commentary to=functions.<function-name> <|constrain|>json"
+          "<|message|><args-json-object><|call|>";
+      break;
+    case tool_calls::ToolFormat::kDeepSeekR1:
+      out +=
+          "To call tools, answer with <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+          "<function-name>\n```json\n<args-json-object>\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+      break;
+    case tool_calls::ToolFormat::kDeepSeekV31:
+      out +=
+          "To call tools, answer with "
+          "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><function-name><｜tool▁sep｜>"
+          "<args-json-object><｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+      break;
+    case tool_calls::ToolFormat::kFunctionaryV31:
+      out += "To call one, answer with <function=<function-name>><args-json-object></function>";
+      break;
+    case tool_calls::ToolFormat::kFunctionaryV32:
+      out += "To call one, answer with <function-name>\n<args-json-object>";
+      break;
+    case tool_calls::ToolFormat::kCommandR7B:
+      out +=
+          "To call tools, answer with <|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": "
+          "<function-name>, "
+          "\"parameters\": <args-json-object>}]<|END_ACTION|>";
+      break;
+    case tool_calls::ToolFormat::kGranite:
+      out +=
+          "To call tools, answer with <|tool_call|>[{\"name\": <function-name>, \"arguments\": "
+          "<args-json-object>}]";
       break;
   }
   return out;
 }
 
 // Prepends the preamble to the first system message (or adds one).
-nlohmann::ordered_json WithToolsPreamble(const nlohmann::ordered_json& messages, const std::string& preamble) {
+nlohmann::ordered_json WithToolsPreamble(const nlohmann::ordered_json& messages,
+                                         const std::string& preamble) {
   nlohmann::ordered_json out = messages;
   if (!out.empty() && out[0]["role"] == "system" && out[0]["content"].is_string()) {
     std::string system = out[0]["content"].get<std::string>();
@@ -68,7 +112,8 @@ std::string ChatMlContent(const nlohmann::ordered_json& m) {
   std::string text = m["content"].is_string() ? m["content"].get<std::string>() : std::string();
   if (m.contains("tool_calls") && m["tool_calls"].is_array())
     for (const auto& c : m["tool_calls"]) {
-      nlohmann::ordered_json call = {{"name", c["function"]["name"]}, {"arguments", c["function"]["arguments"]}};
+      nlohmann::ordered_json call = {{"name", c["function"]["name"]},
+                                     {"arguments", c["function"]["arguments"]}};
       if (!text.empty()) text.append("\n");
       text.append("<tool_call>\n").append(call.dump()).append("\n</tool_call>");
     }
@@ -90,13 +135,15 @@ StatusOr<RenderedChat> ChatPrompt::Render(const nlohmann::ordered_json& messages
 }
 
 StatusOr<RenderedChat> ChatPrompt::RenderMapped(const nlohmann::ordered_json& messages_in,
-                                                bool add_generation_prompt, const nlohmann::ordered_json& tools,
+                                                bool add_generation_prompt,
+                                                const nlohmann::ordered_json& tools,
                                                 const nlohmann::ordered_json& kwargs) const {
   RenderedChat out;
   const bool has_tools = tools.is_array() && !tools.empty();
   const nlohmann::ordered_json& messages =
-      has_tools && !(tmpl_ && template_has_tools_) ? WithToolsPreamble(messages_in, ToolsPreamble(tools, tool_format_))
-                                                   : messages_in;
+      has_tools && !(tmpl_ && template_has_tools_)
+          ? WithToolsPreamble(messages_in, ToolsPreamble(tools, tool_format_))
+          : messages_in;
   if (tmpl_) {
     ChatRequest req;
     req.messages = messages;
