@@ -1,8 +1,40 @@
 #include "server/chat_prompt.h"
 
+#include <cctype>
+
 #include "base/log.h"
 
 namespace ferry::server {
+namespace {
+
+// Whether the template writes `... + X['function']['arguments']` not followed by a filter
+// (`| tojson`): it wants the arguments as a string, and fails on the object Ferry passes.
+bool ConcatenatesArguments(std::string_view src) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::string_view use : {"['function']['arguments']", ".function.arguments"})
+    for (size_t at = src.find(use); at != std::string_view::npos; at = src.find(use, at + 1)) {
+      size_t b = at, e = at + use.size();
+      while (b > 0 && ident(src[b - 1])) --b;  // the variable holding the call
+      while (b > 0 && src[b - 1] == ' ') --b;
+      while (e < src.size() && src[e] == ' ') ++e;
+      if (b > 0 && src[b - 1] == '+' && (e >= src.size() || src[e] != '|')) return true;
+    }
+  return false;
+}
+
+// History calls' arguments back to JSON text, for templates that concatenate them.
+nlohmann::ordered_json WithStringArguments(const nlohmann::ordered_json& messages) {
+  nlohmann::ordered_json out = messages;
+  for (auto& m : out)
+    if (m.contains("tool_calls") && m["tool_calls"].is_array())
+      for (auto& c : m["tool_calls"])
+        if (c.contains("function") && c["function"].contains("arguments") &&
+            !c["function"]["arguments"].is_string())
+          c["function"]["arguments"] = c["function"]["arguments"].dump();
+  return out;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(std::optional<ModelChatTemplate> model_template) {
   std::unique_ptr<ChatPrompt> p(new ChatPrompt());
@@ -15,6 +47,7 @@ StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(std::optional<ModelChat
     const std::string& src = model_template->source;
     p->template_has_developer_ = src.find("developer") != std::string::npos;
     p->template_has_tools_ = src.find("tools") != std::string::npos;
+    p->template_string_arguments_ = ConcatenatesArguments(src);
     p->tool_format_ = tool_calls::DetectToolFormat(src);
     p->thinks_ = src.find("</think>") != std::string::npos;
   }
@@ -125,6 +158,17 @@ std::string ChatMlContent(const nlohmann::ordered_json& m) {
 StatusOr<RenderedChat> ChatPrompt::Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                           const nlohmann::ordered_json& tools,
                                           const nlohmann::ordered_json& kwargs) const {
+  if (template_string_arguments_) {
+    const nlohmann::ordered_json mapped = WithStringArguments(messages);
+    return RenderRoles(mapped, add_generation_prompt, tools, kwargs);
+  }
+  return RenderRoles(messages, add_generation_prompt, tools, kwargs);
+}
+
+StatusOr<RenderedChat> ChatPrompt::RenderRoles(const nlohmann::ordered_json& messages,
+                                               bool add_generation_prompt,
+                                               const nlohmann::ordered_json& tools,
+                                               const nlohmann::ordered_json& kwargs) const {
   if (!template_has_developer_) {
     nlohmann::ordered_json mapped = messages;
     for (auto& m : mapped)
