@@ -107,7 +107,33 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ToolFormat::kMistralV11, false, "[TOOL_CALLS]get_weather[ARGS]{\"city\": 3}", false},
         Case{ToolFormat::kGeneric, false,
              "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]}", true},
-        Case{ToolFormat::kGeneric, false, "{\"tool_calls\": []}", false}));
+        Case{ToolFormat::kGeneric, false, "{\"tool_calls\": []}", false},
+        // Qwen3-Coder's XML: required parameters present, values valid against their schemas.
+        Case{ToolFormat::kQwen3Coder, false,
+             "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</"
+             "tool_call>",
+             true},
+        Case{ToolFormat::kQwen3Coder, false,
+             "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n</"
+             "tool_call>",
+             false},
+        Case{
+            ToolFormat::kQwen3Coder, false,
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n0\n"
+            "</parameter>\n</function>\n</tool_call>",
+            false},
+        Case{ToolFormat::kHarmony, false,
+             "<|channel|>analysis<|message|>Oslo it is.<|end|><|start|>assistant<|channel|>commentary "
+             "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}",
+             true},
+        Case{ToolFormat::kHarmony, false, "<|channel|>final<|message|>Hi", false},
+        Case{ToolFormat::kDeepSeekV31, false,
+             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"days\": "
+             "2}<｜tool▁call▁end｜><｜tool▁"
+             "calls▁end｜>",
+             false},
+        Case{ToolFormat::kGranite, false, "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}]",
+             true}));
 
 // The forced grammar accepts what each family's own template renders for the calls (the
 // layout the model was trained on), and the parser reads the calls back.
