@@ -2,7 +2,7 @@
 // model output. Beyond memory errors it checks the property streaming relies on: the parse of
 // every prefix is a prefix of the whole parse, and the text streamed in pieces (sizes from the
 // input) gives exactly the calls and content of the whole. The first byte picks the format
-// and the piece size.
+// and the piece size (the first byte's high nibble).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,8 +14,8 @@ using namespace ferry::tool_calls;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const ToolFormat format = static_cast<ToolFormat>(data[0] % 5);
-  const size_t piece = 1 + (data[0] >> 3);
+  const ToolFormat format = static_cast<ToolFormat>(data[0] % kNumToolFormats);
+  const size_t piece = 1 + (data[0] >> 4);
   std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   if (text.size() > 4096) text = text.substr(0, 4096);  // every prefix is parsed: quadratic
   const ToolParse whole = ParseToolCalls(format, text, true);
@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ToolParse folded;
   auto fold = [&](const StreamDelta& d) {
     folded.content += d.content;
+    folded.reasoning += d.reasoning;
     for (const ToolCallDelta& c : d.calls) {
       if (c.opened) {
         if (c.index != folded.calls.size()) std::abort();
@@ -36,7 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   for (size_t i = 0; i < text.size(); i += piece) fold(stream.Push(text.substr(i, piece)));
   fold(stream.Finish());
-  if (folded.content != whole.content || folded.calls.size() != whole.calls.size()) std::abort();
+  if (folded.content != whole.content || folded.reasoning != whole.reasoning ||
+      folded.calls.size() != whole.calls.size())
+    std::abort();
   for (size_t i = 0; i < whole.calls.size(); ++i)
     if (folded.calls[i].name != whole.calls[i].name || folded.calls[i].arguments != whole.calls[i].arguments)
       std::abort();

@@ -122,6 +122,14 @@ printf '\x01{"name": "f", "parameters": {"q": 1.5e3}}; <|python_tag|>{"name": "g
 printf '\x02[TOOL_CALLS] [{"name": "f", "arguments": {"x": null}, "id": "abcdefghi"}]' >"$seeds/tool_call/mistral3"
 printf '\x03[TOOL_CALLS]f[CALL_ID]123456789[ARGS]{"a": "[ARGS]"}[TOOL_CALLS]g[ARGS]{}' >"$seeds/tool_call/mistral11"
 printf '\x04{"tool_calls": [{"name": "f", "arguments": "{\\"s\\": true}"}]}' >"$seeds/tool_call/generic"
+printf '\x05Ok <tool_call>\n<function=f>\n<parameter=a>\nx y\n</parameter>\n<parameter=n>\n[1]\n</parameter>\n</function>\n</tool_call>' >"$seeds/tool_call/qwen3coder"
+printf '\x06<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>' >"$seeds/tool_call/harmony"
+printf '\x07<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{"a": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>' >"$seeds/tool_call/deepseek_r1"
+printf '\x08x<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{"a": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>' >"$seeds/tool_call/deepseek_v31"
+printf '\x09Hi <function=f>{"a": 1}</function><function=g>{}</function>' >"$seeds/tool_call/functionary31"
+printf '\x0aall\nLooking.>>>f\n{"a": 1}>>>g\n{}' >"$seeds/tool_call/functionary32"
+printf '\x0b<|START_THINKING|>plan<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {}}]<|END_ACTION|>' >"$seeds/tool_call/command_r7b"
+printf '\x0c<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]' >"$seeds/tool_call/granite"
 cat >"$seeds/openai_request/tools.json" <<'JSON'
 {"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"chat_template_kwargs":{"enable_thinking":false}}
 JSON

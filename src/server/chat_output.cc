@@ -24,6 +24,8 @@ ChatOutput::ChatOutput(ChatOutputConfig config, PieceFn piece)
 void ChatOutput::Answer(const tool_calls::StreamDelta& s, ChatDelta& d) {
   d.content += s.content;
   content_ += s.content;
+  d.reasoning += s.reasoning;
+  reasoning_ += s.reasoning;
   for (const tool_calls::ToolCallDelta& c : s.calls) {
     ChatDelta::Call out{c.index, "", "", c.arguments};
     if (c.opened) {
@@ -106,7 +108,7 @@ ChatDelta ChatOutput::Finish() {
 nlohmann::ordered_json ChatOutput::Message() const {
   nlohmann::ordered_json m = {{"role", "assistant"}};
   m["content"] = calls_.empty() || !content_.empty() ? nlohmann::ordered_json(content_) : nullptr;
-  if (config_.reasoning())
+  if (config_.reasoning() || !reasoning_.empty())
     m["reasoning_content"] =
         reasoning_.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(reasoning_);
   if (!calls_.empty()) {

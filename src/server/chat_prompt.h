@@ -33,9 +33,10 @@ class ChatPrompt {
   // tools: the request's tools as sent (null: none), given to the template as `tools`; a
   // template that never reads `tools` (and ChatML) gets them described in the system message
   // instead, with the call format. kwargs (chat_template_kwargs) join the template's context.
-  StatusOr<RenderedChat> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                const nlohmann::ordered_json& tools = nullptr,
-                                const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object()) const;
+  StatusOr<RenderedChat> Render(
+      const nlohmann::ordered_json& messages, bool add_generation_prompt,
+      const nlohmann::ordered_json& tools = nullptr,
+      const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object()) const;
   bool has_model_template() const { return tmpl_.has_value(); }
   // The wire format of the model's tool calls (ChatML: Hermes, its usual companion).
   tool_calls::ToolFormat tool_format() const { return tool_format_; }
@@ -44,6 +45,9 @@ class ChatPrompt {
 
  private:
   ChatPrompt() = default;
+  StatusOr<RenderedChat> RenderRoles(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                     const nlohmann::ordered_json& tools,
+                                     const nlohmann::ordered_json& kwargs) const;
   StatusOr<RenderedChat> RenderMapped(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                       const nlohmann::ordered_json& tools,
                                       const nlohmann::ordered_json& kwargs) const;
@@ -51,6 +55,9 @@ class ChatPrompt {
   std::string bos_, eos_;
   bool template_has_developer_ = false;  // the template's source names the `developer` role
   bool template_has_tools_ = false;      // the template's source reads `tools`
+  // The template concatenates a call's arguments as a string (DeepSeek R1, Functionary v3.2)
+  // rather than writing them with tojson: history calls get their arguments as JSON text.
+  bool template_string_arguments_ = false;
   tool_calls::ToolFormat tool_format_ = tool_calls::ToolFormat::kHermes;
   bool thinks_ = false;
   mutable std::atomic<bool> warned_{false};

@@ -233,7 +233,8 @@ ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r,
                                                   const std::vector<int32_t>& prompt) const {
   ChatOutputConfig out;
   const tool_calls::ToolFormat format = ctx_.chat->tool_format();
-  if (r.tools.parse()) out.tools = format;
+  // Harmony's channels are parsed with or without tools (its analysis channel is the reasoning).
+  if (r.tools.parse() || format == tool_calls::ToolFormat::kHarmony) out.tools = format;
   if (r.tools.forced())
     r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.Allowed(), r.tools.parallel);
   if (ctx_.chat->thinks()) {
@@ -260,8 +261,7 @@ ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r,
   using tool_calls::ToolFormat;
   const int32_t opener = ctx_.tokenizer->TokenId(tool_calls::CallOpener(format));
   if (r.tools.parse() && !r.tools.forced() && !r.gen.constraint && opener >= 0 &&
-      (format == ToolFormat::kHermes || format == ToolFormat::kMistralV3 ||
-       format == ToolFormat::kMistralV11)) {
+      format != ToolFormat::kLlama3 && format != ToolFormat::kFunctionaryV31) {
     r.gen.constraint =
         tool_calls::ToolCallGrammar(format, r.tools.tools, r.tools.parallel, /*after_opener=*/true);
     r.gen.options.sampling.constraint_triggers = {opener};

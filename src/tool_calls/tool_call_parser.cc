@@ -1,107 +1,11 @@
 #include "tool_calls/tool_call_parser.h"
 
-#include "tool_calls/partial_json.h"
+#include "tool_calls/parse_support.h"
 
 namespace ferry::tool_calls {
 namespace {
 
-constexpr size_t npos = std::string_view::npos;
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-enum class CallState { kCall, kNotCall, kUndecided };
-
-// Collects content and calls in output order.
-class Builder {
- public:
-  explicit Builder(bool final) : final_(final) {}
-  // Text outside calls; right after a call its leading whitespace is dropped.
-  void Text(std::string_view s) {
-    if (after_call_) {
-      size_t i = 0;
-      while (i < s.size() && IsSpace(s[i])) ++i;
-      s.remove_prefix(i);
-      if (s.empty()) return;
-      after_call_ = false;
-    }
-    out_.content += s;
-  }
-  // Text that ends the output so far: a suffix that could begin `opener` is held back.
-  void TailText(std::string_view s, std::string_view opener) {
-    if (!final_ && !opener.empty())
-      for (size_t k = std::min(s.size(), opener.size() - 1); k > 0; --k)
-        if (opener.starts_with(s.substr(s.size() - k))) {
-          s.remove_suffix(k);
-          break;
-        }
-    Text(s);
-  }
-  void Call(ToolCall c) {
-    out_.calls.push_back(std::move(c));
-    after_call_ = true;
-  }
-  bool final() const { return final_; }
-  ToolParse Finish() && {
-    // Trailing whitespace may still precede a call; with calls it is never content.
-    if (!final_ || !out_.calls.empty())
-      while (!out_.content.empty() && IsSpace(out_.content.back())) out_.content.pop_back();
-    return std::move(out_);
-  }
-
- private:
-  bool final_;
-  bool after_call_ = false;
-  ToolParse out_;
-};
-
-bool AllowedCallKey(std::string_view k) {
-  return k == "name" || k == "arguments" || k == "parameters" || k == "type" || k == "id";
-}
-
-// A {"name": ..., "arguments" | "parameters": ...} object. `stop`: where its parse stopped.
-CallState ReadCall(std::string_view text, const PartialJson& obj, size_t stop, ToolCall& out) {
-  if (obj.type != PartialJson::Type::kObject) return CallState::kNotCall;
-  // Keys before the name decide whether this is a call; once the name is complete it is one
-  // (a later key cannot take back what a stream has sent), and other keys are ignored.
-  for (const auto& [k, v] : obj.members) {
-    if (k == "name") break;
-    if (!AllowedCallKey(k)) return CallState::kNotCall;
-  }
-  const PartialJson* name = obj.Find("name");
-  if (!name) return obj.complete ? CallState::kNotCall : CallState::kUndecided;
-  if (name->type != PartialJson::Type::kString) return CallState::kNotCall;
-  if (!name->complete) return stop == text.size() ? CallState::kUndecided : CallState::kNotCall;
-  if (!DecodeJsonString(text, *name, out.name) || out.name.empty()) return CallState::kNotCall;
-  const PartialJson* args = obj.Find("arguments");
-  if (!args) args = obj.Find("parameters");
-  if (!args) {
-    out.arguments = obj.complete ? "{}" : "";
-  } else if (args->type == PartialJson::Type::kObject || args->type == PartialJson::Type::kArray) {
-    out.arguments = std::string(text.substr(args->start, (args->complete ? args->end : stop) - args->start));
-  } else if (args->complete && args->type == PartialJson::Type::kString) {
-    DecodeJsonString(text, *args, out.arguments);
-  } else if (args->complete) {
-    out.arguments = std::string(text.substr(args->start, args->end - args->start));
-  }
-  out.complete = obj.complete;
-  return CallState::kCall;
-}
-
-// One call object at text[pos]. Returns where scanning goes on (npos: stop, the output ends
-// inside it). On kNotCall nothing is added.
-CallState ObjectCall(std::string_view text, size_t pos, Builder& b, size_t& next) {
-  PartialParse p = ParsePartialJson(text, pos);
-  ToolCall call;
-  const CallState st = p.root ? ReadCall(text, *p.root, p.stop, call) : CallState::kNotCall;
-  if (st == CallState::kUndecided && p.invalid_at != npos) return CallState::kNotCall;
-  if (st != CallState::kCall) return st;
-  const bool complete = call.complete;
-  b.Call(std::move(call));
-  next = complete ? p.root->end : p.invalid_at;  // npos: the text ends inside the call
-  return CallState::kCall;
-}
+using namespace internal;
 
 // <tool_call> {call} </tool_call>, repeated, with text around.
 void ParseHermes(std::string_view text, Builder& b) {
@@ -195,60 +99,31 @@ void ParseLlama3(std::string_view text, Builder& b) {
   }
 }
 
-// [TOOL_CALLS] [{call}, ...], repeated.
-void ParseMistralV3(std::string_view text, Builder& b) {
-  constexpr std::string_view kTag = "[TOOL_CALLS]";
+// TAG [{call}, ...], repeated: Mistral v3's [TOOL_CALLS], Granite's <|tool_call|>.
+void ParseTaggedList(std::string_view text, Builder& b, std::string_view tag) {
   size_t pos = 0;
   while (pos <= text.size()) {
-    const size_t m = text.find(kTag, pos);
-    if (m == npos) return b.TailText(text.substr(pos), kTag);
+    const size_t m = text.find(tag, pos);
+    if (m == npos) return b.TailText(text.substr(pos), tag);
     b.Text(text.substr(pos, m - pos));
-    const size_t j = SkipJsonSpace(text, m + kTag.size());
+    const size_t j = SkipJsonSpace(text, m + tag.size());
     if (j >= text.size()) {
       if (b.final()) b.Text(text.substr(m));
       return;
     }
+    CallState st = CallState::kNotCall;
     if (text[j] != '[') {
       bool stop = false;
-      if (!ParseJsonCalls(text, j, b, stop)) {
-        b.Text(kTag);
-        pos = m + kTag.size();
-        continue;
-      }
-      return;
+      if (ParseJsonCalls(text, j, b, stop)) return;
+    } else {
+      st = CallList(text, j, b, pos);
+      if (st == CallState::kUndecided) return;
     }
-    PartialParse p = ParsePartialJson(text, j);
-    size_t k = 0;
-    for (; k < p.root->members.size(); ++k) {
-      ToolCall call;
-      const PartialJson& item = *p.root->members[k].second;
-      const CallState st = ReadCall(text, item, item.complete ? item.end : p.stop, call);
-      if (st == CallState::kUndecided && p.invalid_at == npos) {
-        if (b.final()) b.Text(text.substr(item.start));
-        return;
-      }
-      if (st != CallState::kCall) break;
-      b.Call(std::move(call));
-      if (!item.complete) return p.invalid_at == npos ? void() : b.Text(text.substr(p.invalid_at));
+    if (st == CallState::kNotCall) {
+      b.Text(tag);
+      pos = m + tag.size();
     }
-    // Not a list of calls (the first item is not one, or the list is empty or broken).
-    if (k == 0 && (p.root->complete || p.invalid_at != npos || !p.root->members.empty())) {
-      b.Text(kTag);
-      pos = m + kTag.size();
-      continue;
-    }
-    if (k < p.root->members.size()) return b.Text(text.substr(p.root->members[k].second->start));
-    if (!p.root->complete) {
-      if (p.invalid_at != npos) b.Text(text.substr(p.invalid_at));
-      return;
-    }
-    pos = p.root->end;
   }
-}
-
-bool NameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.';
 }
 
 // [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}, repeated ([CALL_ID] optional: Mistral Small 3.2 has it).
@@ -352,7 +227,29 @@ ToolParse ParseToolCalls(ToolFormat format, std::string_view text, bool final) {
       ParseLlama3(text, b);
       break;
     case ToolFormat::kMistralV3:
-      ParseMistralV3(text, b);
+      ParseTaggedList(text, b, "[TOOL_CALLS]");
+      break;
+    case ToolFormat::kGranite:
+      ParseTaggedList(text, b, "<|tool_call|>");
+      break;
+    case ToolFormat::kQwen3Coder:
+      ParseQwen3Coder(text, b);
+      break;
+    case ToolFormat::kHarmony:
+      ParseHarmony(text, b);
+      break;
+    case ToolFormat::kDeepSeekR1:
+    case ToolFormat::kDeepSeekV31:
+      ParseDeepSeek(text, b);
+      break;
+    case ToolFormat::kFunctionaryV31:
+      ParseFunctionaryV31(text, b);
+      break;
+    case ToolFormat::kFunctionaryV32:
+      ParseFunctionaryV32(text, b);
+      break;
+    case ToolFormat::kCommandR7B:
+      ParseCommandR7B(text, b);
       break;
     case ToolFormat::kMistralV11:
       ParseMistralV11(text, b);
@@ -365,7 +262,9 @@ ToolParse ParseToolCalls(ToolFormat format, std::string_view text, bool final) {
 }
 
 bool IsPrefixParse(const ToolParse& prefix, const ToolParse& full) {
-  if (!full.content.starts_with(prefix.content) || prefix.calls.size() > full.calls.size()) return false;
+  if (!full.content.starts_with(prefix.content) || !full.reasoning.starts_with(prefix.reasoning) ||
+      prefix.calls.size() > full.calls.size())
+    return false;
   for (size_t i = 0; i < prefix.calls.size(); ++i) {
     const ToolCall& a = prefix.calls[i];
     const ToolCall& b = full.calls[i];

@@ -25,6 +25,9 @@ struct ToolCall {
 
 struct ToolParse {
   std::string content;  // the text outside calls (whitespace around calls dropped)
+  // Text of a reasoning channel the format marks itself (Harmony's analysis channel, Command
+  // R7B's thinking); <think> blocks are split before parsing, by token id (server/chat_output).
+  std::string reasoning;
   std::vector<ToolCall> calls;
 };
 

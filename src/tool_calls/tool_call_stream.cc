@@ -20,6 +20,10 @@ StreamDelta ToolCallStream::Advance(bool final) {
     d.content = next.content.substr(sent_.content.size());
     sent_.content = std::move(next.content);
   }
+  if (next.reasoning.size() > sent_.reasoning.size() && next.reasoning.starts_with(sent_.reasoning)) {
+    d.reasoning = next.reasoning.substr(sent_.reasoning.size());
+    sent_.reasoning = std::move(next.reasoning);
+  }
   for (size_t i = 0; i < next.calls.size(); ++i) {
     ToolCall& c = next.calls[i];
     if (i >= sent_.calls.size()) {

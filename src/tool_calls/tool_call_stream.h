@@ -22,8 +22,9 @@ struct ToolCallDelta {
 
 struct StreamDelta {
   std::string content;
+  std::string reasoning;  // a reasoning channel of the format's own (ToolParse::reasoning)
   std::vector<ToolCallDelta> calls;
-  bool empty() const { return content.empty() && calls.empty(); }
+  bool empty() const { return content.empty() && reasoning.empty() && calls.empty(); }
 };
 
 class ToolCallStream {

@@ -8,7 +8,8 @@
 namespace ferry::tool_calls {
 
 enum class ToolFormat {
-  // Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, repeated.
+  // Hermes 2 Pro / Qwen2.5 / Qwen3 / Granite 4: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
+  // repeated.
   kHermes,
   // Llama 3.1-3.3: {"name": ..., "parameters": {...}} as the whole answer, or after <|python_tag|>;
   // several separated by ';'.
@@ -20,16 +21,36 @@ enum class ToolFormat {
   // Any other template: {"tool_calls": [{"name": ..., "arguments": {...}}]} as the whole answer
   // (the tools and this format are described to the model in a system message).
   kGeneric,
+  // Qwen3-Coder: <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n</function>\n</tool_call>.
+  kQwen3Coder,
+  // gpt-oss Harmony: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>;
+  // the analysis channel is reasoning, the final channel the answer.
+  kHarmony,
+  // DeepSeek R1 / V3:
+  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>...
+  kDeepSeekR1,
+  // DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...
+  kDeepSeekV31,
+  // Functionary v3.1 (Llama 3.1): <function=NAME>{...}</function>, repeated.
+  kFunctionaryV31,
+  // Functionary v3.2: after the prompt's ">>>", "all\ntext" or "NAME\n{...}", joined by ">>>".
+  kFunctionaryV32,
+  // Command R7B: <|START_THINKING|>...<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0",
+  // "tool_name": NAME, "parameters": {...}}, ...]<|END_ACTION|>, or <|START_RESPONSE|>text<|END_RESPONSE|>.
+  kCommandR7B,
+  // Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}, ...].
+  kGranite,
 };
 
+inline constexpr int kNumToolFormats = static_cast<int>(ToolFormat::kGranite) + 1;
+
 // The format a template's source implies; kGeneric when it names none Ferry knows.
-// (Qwen3-Coder's XML <function=...> form, Functionary, DeepSeek, Command R7B, Granite and
-// gpt-oss are not parsed yet: they fall back to kGeneric.)
 ToolFormat DetectToolFormat(std::string_view template_source);
 const char* ToolFormatName(ToolFormat f);
 
-// The text that opens a call in the format (the parser's trigger), "" when a call is
-// recognised by its JSON alone (kLlama3 without <|python_tag|>, kGeneric).
+// The text that opens a call in the format (the parser's trigger, and where a lazy grammar
+// for tool_choice auto starts), "" when a call has no opener of its own (kLlama3 without
+// <|python_tag|>, kGeneric, kHarmony whose <|channel|> opens any message, kFunctionaryV32).
 std::string_view CallOpener(ToolFormat f);
 
 }  // namespace ferry::tool_calls

@@ -24,7 +24,13 @@ const std::map<int32_t, std::string> kVocab = {{1, "<think>"},
                                                {11, "<tool_call>"},
                                                {12, "\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"},
                                                {13, "</tool_call>"},
-                                               {14, "é"}};
+                                               {14, "é"},
+                                               {15, "<|channel|>"},
+                                               {16, "analysis"},
+                                               {17, "<|message|>"},
+                                               {18, "<|end|>"},
+                                               {19, "<|start|>assistant"},
+                                               {20, "commentary to=functions.f json"}};
 
 ChatOutput::PieceFn Pieces() {
   return [](int32_t id) { return kVocab.at(id); };
@@ -109,6 +115,24 @@ TEST(ChatOutput, ToolCallsAreParsedFromTheAnswerOnly) {
     EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "f");
     EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
     EXPECT_TRUE(m["tool_calls"][0]["id"].get<std::string>().starts_with("call_"));
+  }
+}
+
+// gpt-oss: the analysis channel is reasoning without any <think> tokens (the format's parser
+// splits it), streamed and in the message alike.
+TEST(ChatOutput, HarmonyAnalysisChannelIsReasoning) {
+  ChatOutputConfig c;
+  c.tools = tool_calls::ToolFormat::kHarmony;
+  const std::vector<int32_t> ids = {15, 16, 17, 3, 4, 5, 18, 19, 15, 20, 17, 12};
+  for (size_t lag : {0, 4}) {
+    std::string r, t;
+    nlohmann::ordered_json m = Feed(c, ids, lag, &r, &t);
+    EXPECT_EQ(m["reasoning_content"], "Let me think") << m.dump();
+    EXPECT_EQ(r, "Let me think");
+    EXPECT_TRUE(m["content"].is_null()) << m.dump();
+    ASSERT_EQ(m["tool_calls"].size(), 1u) << m.dump();
+    EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "f");
+    EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n");
   }
 }
 

@@ -137,8 +137,8 @@ TEST_F(ServerTest, AnthropicErrorsHaveAnthropicShape) {
   no_max.erase("max_tokens");
   ExpectAnthropicError(Post(*server(), "/v1/messages", no_max.dump()), 400, "max_tokens");
   json tools = kAnthropicReq;
-  tools["tools"] = json::array();
-  ExpectAnthropicError(Post(*server(), "/v1/messages", tools.dump()), 400, "tools");
+  tools["tools"] = {{{"type", "bash_20250124"}, {"name", "bash"}}};  // a server tool
+  ExpectAnthropicError(Post(*server(), "/v1/messages", tools.dump()), 400, "server tools are not");
   json image = kAnthropicReq;
   image["messages"][0]["content"] = {{{"type", "image"}, {"source", json::object()}}};
   ExpectAnthropicError(Post(*server(), "/v1/messages", image.dump()), 400, "image");

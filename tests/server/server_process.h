@@ -153,7 +153,10 @@ inline int PostStream(const ServerProcess& s, const std::string& path, const std
     for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
       std::string event = buffer.substr(0, end);
       buffer.erase(0, end + 2);
-      if (event.rfind("data: ", 0) == 0 && !on_event(event.substr(6))) return false;
+      // The data line, also after an `event: NAME` line (Anthropic's and the Responses API's events).
+      const size_t data = event.rfind("data: ", 0) == 0 ? 6 : event.find("\ndata: ");
+      if (data == std::string::npos) continue;
+      if (!on_event(event.substr(data == 6 ? 6 : data + 7))) return false;
     }
     return true;
   };

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -36,7 +37,10 @@ inline json WeatherTools() {
 // What the template renders for an assistant turn holding `calls` (OpenAI tool_calls with
 // arguments as objects, content "" as the server passes a null content), up to the end-of-turn marker: the
 // text a model of that family generates for those calls.
-inline std::string RenderedAssistantCalls(const std::string& template_name, const json& calls) {
+// Some templates (DeepSeek R1, Functionary v3.2) concatenate the arguments as a string and
+// test `content is none`: `string_arguments` renders them that way.
+inline std::string RenderedAssistantCalls(const std::string& template_name, const json& calls,
+                                          bool string_arguments = false) {
   auto t = ChatTemplate::Parse(ReadTemplate(template_name));
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   if (!t.ok()) return "";
@@ -48,13 +52,17 @@ inline std::string RenderedAssistantCalls(const std::string& template_name, cons
   prompt.extra["tools"] = WeatherTools();
   ChatRequest full = prompt;
   full.add_generation_prompt = false;
-  json turn = {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array()}};
+  json turn = {{"role", "assistant"},
+               {"content", string_arguments ? json() : json("")},
+               {"tool_calls", json::array()}};
   int i = 0;
   for (const json& c : calls)
     turn["tool_calls"].push_back(
         {{"id", "c" + std::to_string(i++) + "abcdefg"},  // Mistral wants 9 characters
          {"type", "function"},
-         {"function", {{"name", c["name"]}, {"arguments", c["arguments"]}}}});
+         {"function",
+          {{"name", c["name"]},
+           {"arguments", string_arguments ? json(c["arguments"].dump()) : c["arguments"]}}}});
   full.messages.push_back(turn);
   auto a = t->Render(prompt);
   auto b = t->Render(full);
@@ -68,11 +76,29 @@ inline std::string RenderedAssistantCalls(const std::string& template_name, cons
   if (common < head.size())
     while (common > 0 && (*b)[common - 1] != '\n') --common;
   std::string out = b->substr(common);
-  for (const char* end : {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>"}) {
+  // A (thinking) block the turn opens is split off before parsing, as the server does by token id.
+  if (const size_t think = out.find("</think>"); think != std::string::npos) out.erase(0, think + 8);
+  // DeepSeek R1's prompt opens the thinking on the turn's line: the turn starts after its marker.
+  if (const size_t turn = out.rfind("<｜Assistant｜>"); turn != std::string::npos)
+    out.erase(0, turn + std::string_view("<｜Assistant｜>").size());
+  for (const char* end : {"<|END_OF_TURN_TOKEN|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>",
+                          "<｜end▁of▁sentence｜>", "<|end_of_text|>", "<|end|>", "<|call|>"}) {
     const size_t at = out.rfind(end);
     if (at != std::string::npos) out.resize(at);
   }
   return out;
+}
+
+// A gtest parameter name from a template's file name.
+inline std::string TemplateTestName(std::string name) {
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+// Whitespace a template writes after a turn's last call (not part of what the model generates).
+inline bool IsTrailer(const std::string& s) {
+  return s.back() == '\n' || s.back() == ' ';
 }
 
 // The answer received three ways: whole (non-streamed), streamed in one piece, and streamed
@@ -85,6 +111,7 @@ inline ToolParse Fold(ToolCallStream& s, const std::vector<StreamDelta>& deltas)
   ToolParse p;
   for (const StreamDelta& d : deltas) {
     p.content += d.content;
+    p.reasoning += d.reasoning;
     for (const ToolCallDelta& c : d.calls) {
       if (c.opened) {
         EXPECT_EQ(c.index, p.calls.size()) << "a call opened out of order";
@@ -123,6 +150,7 @@ inline ThreeWays Receive(ToolFormat f, const std::string& text) {
 
 inline void ExpectSame(const ToolParse& a, const ToolParse& b, const std::string& what) {
   EXPECT_EQ(a.content, b.content) << what;
+  EXPECT_EQ(a.reasoning, b.reasoning) << what;
   ASSERT_EQ(a.calls.size(), b.calls.size()) << what;
   for (size_t i = 0; i < a.calls.size(); ++i) {
     EXPECT_EQ(a.calls[i].name, b.calls[i].name) << what;

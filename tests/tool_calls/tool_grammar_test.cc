@@ -8,6 +8,7 @@
 #include "constraint/grammar.h"
 #include "constraint/stack_machine.h"
 #include "tool_calls/tool_call_parser.h"
+#include "tool_calls_test_util.h"
 
 namespace ferry::tool_calls {
 namespace {
@@ -106,7 +107,85 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ToolFormat::kMistralV11, false, "[TOOL_CALLS]get_weather[ARGS]{\"city\": 3}", false},
         Case{ToolFormat::kGeneric, false,
              "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]}", true},
-        Case{ToolFormat::kGeneric, false, "{\"tool_calls\": []}", false}));
+        Case{ToolFormat::kGeneric, false, "{\"tool_calls\": []}", false},
+        // Qwen3-Coder's XML: required parameters present, values valid against their schemas.
+        Case{ToolFormat::kQwen3Coder, false,
+             "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</"
+             "tool_call>",
+             true},
+        Case{ToolFormat::kQwen3Coder, false,
+             "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n</"
+             "tool_call>",
+             false},
+        Case{
+            ToolFormat::kQwen3Coder, false,
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n0\n"
+            "</parameter>\n</function>\n</tool_call>",
+            false},
+        Case{ToolFormat::kHarmony, false,
+             "<|channel|>analysis<|message|>Oslo it is.<|end|><|start|>assistant<|channel|>commentary "
+             "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}",
+             true},
+        Case{ToolFormat::kHarmony, false, "<|channel|>final<|message|>Hi", false},
+        Case{ToolFormat::kDeepSeekV31, false,
+             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"days\": "
+             "2}<｜tool▁call▁end｜><｜tool▁"
+             "calls▁end｜>",
+             false},
+        Case{ToolFormat::kGranite, false, "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}]",
+             true}));
+
+// The forced grammar accepts what each family's own template renders for the calls (the
+// layout the model was trained on), and the parser reads the calls back.
+struct Rendered {
+  const char* tmpl;
+  ToolFormat format;
+  bool parallel;
+  bool string_arguments = false;
+};
+
+class ForcedGrammarOnTemplates : public ::testing::TestWithParam<Rendered> {};
+
+TEST_P(ForcedGrammarOnTemplates, AcceptsTheTemplatesRendering) {
+  const Rendered& r = GetParam();
+  FERRY_REQUIRE_ASSET(std::string("chat-templates/") + r.tmpl + ".jinja");
+  json calls = json::parse(R"([{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}},
+                               {"name": "get_time", "arguments": {"zone": "Asia/Tokyo"}}])");
+  if (!r.parallel) calls.erase(1);
+  std::vector<ToolDef> tools;
+  for (const auto& t : testing::WeatherTools())
+    tools.push_back({t["function"]["name"], "", t["function"]["parameters"]});
+  std::string text = testing::RenderedAssistantCalls(r.tmpl, calls, r.string_arguments);
+  while (!text.empty() && testing::IsTrailer(text)) text.pop_back();
+  const constraint::Program p = Compile(ToolCallGrammar(r.format, tools, r.parallel));
+  EXPECT_TRUE(FullMatch(p, text)) << text;
+  // Not another tool, nor one call too many when not parallel.
+  EXPECT_FALSE(FullMatch(Compile(ToolCallGrammar(r.format, {tools[1]}, r.parallel)), text)) << text;
+  if (r.parallel) {
+    EXPECT_FALSE(FullMatch(Compile(ToolCallGrammar(r.format, tools, false)), text)) << text;
+  }
+  // tool_choice auto: the lazy grammar takes over right after the opener token.
+  const std::string_view opener = CallOpener(r.format);
+  if (!opener.empty() && r.format != ToolFormat::kFunctionaryV31) {
+    ASSERT_TRUE(text.starts_with(opener)) << text;
+    EXPECT_TRUE(
+        FullMatch(Compile(ToolCallGrammar(r.format, tools, r.parallel, true)), text.substr(opener.size())))
+        << text;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Templates, ForcedGrammarOnTemplates,
+    ::testing::Values(
+        Rendered{"Qwen3-Coder", ToolFormat::kQwen3Coder, true},
+        Rendered{"openai-gpt-oss-120b", ToolFormat::kHarmony, false},
+        Rendered{"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", ToolFormat::kDeepSeekR1, true, true},
+        Rendered{"deepseek-ai-DeepSeek-V3.1", ToolFormat::kDeepSeekV31, true},
+        Rendered{"meetkai-functionary-medium-v3.1", ToolFormat::kFunctionaryV31, true},
+        Rendered{"meetkai-functionary-medium-v3.2", ToolFormat::kFunctionaryV32, true, true},
+        Rendered{"CohereForAI-c4ai-command-r7b-12-2024-tool_use", ToolFormat::kCommandR7B, true},
+        Rendered{"Qwen-Qwen2.5-7B-Instruct", ToolFormat::kHermes, true}),
+    [](const auto& info) { return testing::TemplateTestName(info.param.tmpl); });
 
 TEST(ForcedGrammar, AfterTheOpenerStartsPastIt) {
   const constraint::Program p =

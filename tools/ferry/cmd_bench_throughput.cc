@@ -3,20 +3,20 @@
 // all at once and reports token throughput, latency percentiles, preemptions, prefix-cache
 // hit rate and KV waste (with --kv-policy: evictions and KV memory saved), as text or one JSON
 // object.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
 #include "base/timer.h"
 #include "commands.h"
-#include "engine_flags.h"
+#include "constraint_flags.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
+#include "engine_flags.h"
 
 namespace ferry::cli {
 namespace {
@@ -53,6 +53,7 @@ struct Opts {
   bool no_prefix_caching = false;
   float temperature = 0;
   bool json = false;
+  ConstraintFlags constraint;  // --json-schema FILE (or --grammar / --regex) on every request
 };
 
 int RunThroughputBench(const Opts& o) {
@@ -64,11 +65,22 @@ int RunThroughputBench(const Opts& o) {
   if (!kv_bytes.ok()) return Fail(kv_bytes.status());
   if (o.policy != "continuous" && o.policy != "static")
     return Fail(InvalidArgumentError("--policy '{}': expected continuous or static", o.policy));
-  if (o.prefix_share < 0 || o.prefix_share > 1) return Fail(InvalidArgumentError("--prefix-share must be in [0, 1]"));
+  if (o.prefix_share < 0 || o.prefix_share > 1)
+    return Fail(InvalidArgumentError("--prefix-share must be in [0, 1]"));
 
   if (Status st = o.model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
+  auto spec = o.constraint.ToSpec();
+  if (!spec.ok()) return Fail(spec.status());
   auto lm = LoadModel(o.model.model, o.model.ToLoadOptions());
   if (!lm.ok()) return Fail(lm.status());
+  std::shared_ptr<const constraint::CompiledGrammar> grammar;
+  if (*spec) {
+    if (!lm->tokenizer)
+      return Fail(InvalidArgumentError("a constraint needs the model's tokenizer; it has none"));
+    auto compiled = ConstraintFlags::Compile(*spec, *lm->tokenizer);
+    if (!compiled.ok()) return Fail(compiled.status());
+    grammar = *compiled;
+  }
   const int32_t n_vocab = lm->config().n_vocab;
 
   auto kv_types = o.model.kv_cache.ToTypes();
@@ -98,7 +110,10 @@ int RunThroughputBench(const Opts& o) {
     prompts.push_back(std::move(p));
     RequestOptions ro;
     ro.max_tokens = uniform(out_range->lo, out_range->hi);
-    ro.ignore_eos = true;
+    // Constrained, a request ends where its grammar does (or at max_tokens): the grammar's end
+    // allows only end tokens.
+    ro.ignore_eos = grammar == nullptr;
+    ro.sampling.constraint = grammar;
     ro.n = o.n;
     ro.sampling.temperature = o.temperature;
     ro.sampling.seed = o.seed + static_cast<uint64_t>(i) * 1000;
@@ -144,14 +159,21 @@ int RunThroughputBench(const Opts& o) {
   j["policy"] = o.policy;
   j["num_prompts"] = o.num_prompts;
   j["n"] = o.n;
+  j["constraint"] = !o.constraint.schema_file.empty()    ? "json-schema " + o.constraint.schema_file
+                    : !o.constraint.grammar_file.empty() ? "grammar " + o.constraint.grammar_file
+                    : !o.constraint.regex.empty()        ? "regex " + o.constraint.regex
+                                                         : "none";
   j["elapsed_s"] = elapsed;
   j["input_tokens"] = in_tokens;
   j["output_tokens"] = out_tokens;
   j["output_tokens_per_s"] = out_tokens / elapsed;
   j["total_tokens_per_s"] = (in_tokens + out_tokens) / elapsed;
   j["decode_tokens_per_s"] = last_token > first_token ? decode_tokens / (last_token - first_token) : 0.0;
-  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
-                         {"itl", &itl}, {"e2e", &e2e}, {"queue", &queue}})
+  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"ttft", &ttft},
+                         {"tpot", &tpot},
+                         {"itl", &itl},
+                         {"e2e", &e2e},
+                         {"queue", &queue}})
     for (double p : {50.0, 90.0, 99.0})
       j[fmt::format("{}_p{}_ms", name, static_cast<int>(p))] = Percentile(*v, p);
   j["prefill_tokens_computed"] = stats.prefill_tokens_computed;
@@ -160,8 +182,8 @@ int RunThroughputBench(const Opts& o) {
   j["prefix_cache_hit_rate"] = stats.PrefixHitRate();
   j["kv_waste"] = stats.KvWaste();
   j["steps"] = stats.steps;
-  const size_t block_bytes = PagedKvCache::BlockBytes(lm->config().n_layers, o.block_size,
-                                                      lm->config().n_kv_heads, lm->config().head_dim, *kv_types);
+  const size_t block_bytes = PagedKvCache::BlockBytes(
+      lm->config().n_layers, o.block_size, lm->config().n_kv_heads, lm->config().head_dim, *kv_types);
   j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
   j["type_k"] = DTypeName(kv_types->k);
   j["type_v"] = DTypeName(kv_types->v);
@@ -198,20 +220,36 @@ Runner AddBenchThroughputCommand(CLI::App& bench) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("throughput", "offline serving throughput of the batching engine");
   o->model.Add(cmd);
-  cmd->add_option("--num-prompts", o->num_prompts, "requests, all submitted at once")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--input-len", o->input_len, "prompt length range MIN:MAX (uniform)")->capture_default_str();
-  cmd->add_option("--output-len", o->output_len, "output length range MIN:MAX (uniform)")->capture_default_str();
-  cmd->add_option("--prefix-share", o->prefix_share, "fraction of each prompt shared by all prompts")->capture_default_str();
-  cmd->add_option("--n", o->n, "parallel samples per request (forks sharing the prompt)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--num-prompts", o->num_prompts, "requests, all submitted at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--input-len", o->input_len, "prompt length range MIN:MAX (uniform)")
+      ->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "output length range MIN:MAX (uniform)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-share", o->prefix_share, "fraction of each prompt shared by all prompts")
+      ->capture_default_str();
+  cmd->add_option("--n", o->n, "parallel samples per request (forks sharing the prompt)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "workload and sampling seed")->capture_default_str();
   cmd->add_option("--policy", o->policy, "continuous | static batching")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per step (decodes + prefill chunks)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-cache-memory", o->kv_memory, "KV cache size: bytes (2G, 512M) or fraction of free RAM")->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "tokens per KV block")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per step (decodes + prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "sequences per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", o->kv_memory,
+                  "KV cache size: bytes (2G, 512M) or fraction of free RAM")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "disable automatic prefix caching");
   cmd->add_option("--temp", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
+  o->constraint.Add(cmd, "--json-schema");
   return [o]() -> int { return RunThroughputBench(*o); };
 }
 

@@ -136,14 +136,10 @@ Runner AddRunCommand(CLI::App& app) {
     auto lm = LoadModel(o->model.model, load);
     if (!lm.ok()) return par->Fail(lm.status());
     par->PrintRankMemory(*lm->model, *kv_types);
-    if (*spec) {
-      auto program = constraint::CompileSpec(**spec);
-      if (!program.ok()) return Fail(program.status());
-      auto grammar = std::make_shared<const constraint::CompiledGrammar>(
-          std::move(program).value(), ConstraintVocabulary(*lm->tokenizer));
-      o->gen.sampling.constraint = grammar;
-      o->beam.constraint = grammar;
-    }
+    auto grammar = ConstraintFlags::Compile(*spec, *lm->tokenizer);
+    if (!grammar.ok()) return Fail(grammar.status());
+    o->gen.sampling.constraint = *grammar;
+    o->beam.constraint = *grammar;
     ThreadPool pool(o->model.threads);
     std::vector<int32_t> prompt = lm->tokenizer->Encode(o->prompt, true, !o->no_special);
     if (o->beam.beam_width > 0) return RunBeamSearch(*lm, pool, prompt, o->gen, o->beam);

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/constraint_vocab.h"
+
 namespace ferry::cli {
 
 namespace {
@@ -52,6 +54,14 @@ StatusOr<std::optional<constraint::ConstraintSpec>> ConstraintFlags::ToSpec() co
   if (auto p = constraint::CompileSpec(spec); !p.ok())
     return InvalidArgumentError("{}: {}", flag, p.status().message());
   return std::optional<constraint::ConstraintSpec>(std::move(spec));
+}
+
+StatusOr<std::shared_ptr<const constraint::CompiledGrammar>> ConstraintFlags::Compile(
+    const std::optional<constraint::ConstraintSpec>& spec, const Tokenizer& tokenizer) {
+  if (!spec) return std::shared_ptr<const constraint::CompiledGrammar>();
+  FERRY_ASSIGN_OR_RETURN(constraint::Program program, constraint::CompileSpec(*spec));
+  return std::make_shared<const constraint::CompiledGrammar>(std::move(program),
+                                                             ConstraintVocabulary(tokenizer));
 }
 
 }  // namespace ferry::cli

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "constraint/compiled_grammar.h"
 #include "constraint/constraint.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ferry::cli {
 
@@ -20,6 +23,9 @@ struct ConstraintFlags {
   void Add(CLI::App* cmd, const std::string& schema_flag);
   // nullopt when no flag is given; errors name the flag and file.
   StatusOr<std::optional<constraint::ConstraintSpec>> ToSpec() const;
+  // The spec compiled over the model's vocabulary (null when no flag is given).
+  static StatusOr<std::shared_ptr<const constraint::CompiledGrammar>> Compile(
+      const std::optional<constraint::ConstraintSpec>& spec, const Tokenizer& tokenizer);
 
  private:
   std::string schema_flag_;

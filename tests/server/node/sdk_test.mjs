@@ -1,8 +1,8 @@
 // `ferry serve` driven by the official OpenAI Node SDK: a streamed chat completion, a
 // completion with n=2 and stop strings, model listing, an invalid request that must raise
 // the SDK's BadRequestError, chat.completions.parse with a JSON schema, streamed tool calls,
-// embeddings and the Responses API; and by the official Anthropic SDK: messages, whole and
-// streamed. Usage: node sdk_test.mjs FERRY_BINARY
+// embeddings and the Responses API (function calls too); and by the official Anthropic SDK:
+// messages, whole and streamed, tool_use. Usage: node sdk_test.mjs FERRY_BINARY
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -264,12 +264,59 @@ await check('anthropic errors: BadRequestError with the Anthropic error shape', 
   await assert.rejects(anthropic.messages.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e instanceof Anthropic.BadRequestError && e.error?.type === 'error' &&
            e.error?.error?.type === 'invalid_request_error' && /max_tokens/.test(e.error.error.message));
-  await assert.rejects(anthropic.messages.create({ model: 'tiny', max_tokens: 4, tools: [{ name: 't', input_schema: { type: 'object' } }],
+  await assert.rejects(anthropic.messages.create({ model: 'tiny', max_tokens: 4, tools: [{ type: 'bash_20250124', name: 'bash' }],
                                                    messages: [{ role: 'user', content: 'hi' }] }),
-    (e) => e instanceof Anthropic.BadRequestError && /tools/.test(e.message));
+    (e) => e instanceof Anthropic.BadRequestError && /server tools/.test(e.message));
   const bad = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.messages.create({ model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e instanceof Anthropic.AuthenticationError);
+});
+
+// Tools on the Anthropic and Responses translations: a forced call comes back as a tool_use
+// block / function_call item, the same whole and streamed (the SDKs' own accumulation), and
+// the call with its result goes back as history.
+const weatherSchema = { type: 'object', additionalProperties: false, required: ['city'],
+                        properties: { city: { type: 'string', enum: ['Oslo', 'Rome'] } } };
+
+await check('anthropic tool_use, whole, streamed and as history', async () => {
+  const req = { model: 'tiny', max_tokens: 100, temperature: 0, tools: [{ name: 'weather', input_schema: weatherSchema }],
+                tool_choice: { type: 'any', disable_parallel_tool_use: true },
+                messages: [{ role: 'user', content: 'Weather?' }] };
+  const m = await anthropic.messages.create(req);
+  assert.equal(m.stop_reason, 'tool_use');
+  assert.equal(m.content.length, 1, JSON.stringify(m.content));
+  assert.equal(m.content[0].type, 'tool_use');
+  assert.equal(m.content[0].name, 'weather');
+  assert.ok(['Oslo', 'Rome'].includes(m.content[0].input.city), JSON.stringify(m.content[0].input));
+  const fin = await anthropic.messages.stream(req).finalMessage();
+  assert.equal(fin.stop_reason, 'tool_use');
+  assert.deepEqual(fin.content.map((b) => [b.type, b.name, b.input]), m.content.map((b) => [b.type, b.name, b.input]));
+  const next = await anthropic.messages.create({ ...req, tool_choice: { type: 'auto' }, max_tokens: 8,
+    messages: [req.messages[0], { role: 'assistant', content: m.content },
+               { role: 'user', content: [{ type: 'tool_result', tool_use_id: m.content[0].id, content: 'Sunny' }] }] });
+  assert.equal(next.type, 'message');
+});
+
+await check('responses function_call, whole, streamed and as input', async () => {
+  const req = { model: 'tiny', input: 'Weather?', tools: [{ type: 'function', name: 'weather', parameters: weatherSchema }],
+                tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 100, temperature: 0 };
+  const r = await client.responses.create(req);
+  const calls = r.output.filter((o) => o.type === 'function_call');
+  assert.equal(calls.length, 1, JSON.stringify(r.output));
+  assert.equal(calls[0].name, 'weather');
+  assert.ok(['Oslo', 'Rome'].includes(JSON.parse(calls[0].arguments).city), calls[0].arguments);
+  let deltas = '', done = null, final = null;
+  for await (const e of await client.responses.create({ ...req, stream: true })) {
+    if (e.type === 'response.function_call_arguments.delta') deltas += e.delta;
+    if (e.type === 'response.function_call_arguments.done') done = e.arguments;
+    if (e.type === 'response.completed') final = e.response;
+  }
+  assert.equal(deltas, calls[0].arguments);
+  assert.equal(done, calls[0].arguments);
+  assert.equal(final.output[0].arguments, calls[0].arguments);
+  const next = await client.responses.create({ ...req, tool_choice: 'auto', max_output_tokens: 8,
+    input: [{ role: 'user', content: 'Weather?' }, calls[0], { type: 'function_call_output', call_id: calls[0].call_id, output: 'Sunny' }] });
+  assert.equal(next.object, 'response');
 });
 
 server.kill('SIGTERM');
