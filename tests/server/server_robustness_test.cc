@@ -73,12 +73,15 @@ TEST_F(ServerRobustnessTest, DisconnectMidStreamAbortsAndFreesKvBlocks) {
 
 TEST_F(ServerRobustnessTest, ConcurrentStreamsInterleave) {
   ServerProcess s;
-  ASSERT_TRUE(s.Start(Args({}))) << s.Log();
+  // A must outlast B however slowly B gets going on a loaded machine: the tiny model decodes
+  // thousands of tokens a second, so A asks for 30000 (it is cut off once B has ended).
+  ASSERT_TRUE(s.Start({"-m", *model_, "--kv-cache-memory", "96M", "--max-model-len", "32768", "--threads", "1"}))
+      << s.Log();
   std::mutex mu;
   std::vector<std::string> order;  // "A" / "B" per content event, "B." at B's end
   std::atomic<bool> a_started{false}, stop_a{false};
   std::thread a([&] {
-    PostStream(s, "/v1/completions", LongStream(4000).dump(), [&](const std::string& data) {
+    PostStream(s, "/v1/completions", LongStream(30000).dump(), [&](const std::string& data) {
       if (data == "[DONE]") return true;
       std::lock_guard<std::mutex> l(mu);
       order.push_back("A");
