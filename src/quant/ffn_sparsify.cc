@@ -222,6 +222,18 @@ void BackSubstitute(const Mat& lc, Mat& k, int64_t dim, int64_t ffn, ThreadPool*
   });
 }
 
+// out [n, r] = M u for M [n, inner] = m, or M = m^T when m is [inner, n]; u: [inner, r].
+Mat Project(const Mat& m, int64_t n, int64_t inner, bool transposed, const Mat& u, int64_t r) {
+  Mat out(static_cast<size_t>(n * r), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t s = 0; s < inner; ++s) {
+      const double v = m[static_cast<size_t>(transposed ? s * n + i : i * inner + s)];
+      for (int64_t q = 0; q < r; ++q)
+        out[static_cast<size_t>(i * r + q)] += v * u[static_cast<size_t>(s * r + q)];
+    }
+  return out;
+}
+
 // K's top-r right singular subspace V [ffn, r]: subspace iteration on K K^T for its left
 // subspace U [dim, r], then V = orth(K^T U). k: [dim, ffn].
 Mat TopRightSubspace(const Mat& k, int64_t dim, int64_t ffn, int64_t r, int32_t iters, ThreadPool* pool) {
@@ -238,23 +250,11 @@ Mat TopRightSubspace(const Mat& k, int64_t dim, int64_t ffn, int64_t r, int32_t 
   Mat u = StartBasis(dim, r);  // [dim, r]
   Orthonormalize(u, dim, r);
   for (int32_t it = 0; it < iters; ++it) {
-    Mat nu(static_cast<size_t>(dim * r), 0.0);
-    for (int64_t a = 0; a < dim; ++a)
-      for (int64_t b = 0; b < dim; ++b) {
-        const double v = kk[static_cast<size_t>(a * dim + b)];
-        for (int64_t q = 0; q < r; ++q)
-          nu[static_cast<size_t>(a * r + q)] += v * u[static_cast<size_t>(b * r + q)];
-      }
+    Mat nu = Project(kk, dim, dim, /*transposed=*/false, u, r);  // [dim, r]
     Orthonormalize(nu, dim, r);
     u = std::move(nu);
   }
-  Mat v(static_cast<size_t>(ffn * r), 0.0);  // [ffn, r]
-  for (int64_t j = 0; j < ffn; ++j)
-    for (int64_t a = 0; a < dim; ++a) {
-      const double kv = k[static_cast<size_t>(a * ffn + j)];
-      for (int64_t q = 0; q < r; ++q)
-        v[static_cast<size_t>(j * r + q)] += kv * u[static_cast<size_t>(a * r + q)];
-    }
+  Mat v = Project(k, ffn, dim, /*transposed=*/true, u, r);  // K^T U [ffn, r]
   Orthonormalize(v, ffn, r);
   return v;
 }
