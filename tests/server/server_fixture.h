@@ -68,4 +68,31 @@ class ServerTest : public ::testing::Test {
   static inline ServerProcess* server_ = nullptr;
 };
 
+// A suite-shared `ferry serve` on the trained stories260K model (no chat template: ChatML);
+// every test of the suite skips with a message when the asset is missing. Suite: the derived
+// fixture, so each suite has a server of its own.
+template <typename Suite>
+class TrainedServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::HaveAsset("stories260K.gguf")) return;
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->Start(
+        {"-m", testing::AssetPath("stories260K.gguf"), "--kv-cache-memory", "16M", "--threads", "1"}))
+        << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
+    }
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!server_) GTEST_SKIP() << "stories260K.gguf not in FERRY_ASSETS";
+    ASSERT_GT(server_->port(), 0);
+  }
+  static inline ServerProcess* server_ = nullptr;
+};
+
 }  // namespace ferry

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "../constraint/json_validator.h"
+#include "server_fixture.h"
 #include "server_process.h"
 #include "test_util.h"
 
@@ -22,26 +23,8 @@ const char* kSchema = R"({"type":"object","properties":{"name":{"type":"string",
   "age":{"type":"integer","minimum":0,"maximum":120},"ok":{"type":"boolean"}},"required":["name","age","ok"],
   "additionalProperties":false})";
 
-class StructuredOutputServer : public ::testing::Test {
+class StructuredOutputServer : public TrainedServerTest<StructuredOutputServer> {
  protected:
-  static void SetUpTestSuite() {
-    if (!testing::HaveAsset("stories260K.gguf")) return;
-    server_ = new ServerProcess();
-    ASSERT_TRUE(server_->Start(
-        {"-m", testing::AssetPath("stories260K.gguf"), "--kv-cache-memory", "16M", "--threads", "1"}))
-        << server_->Log();
-  }
-  static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "stories260K.gguf not in FERRY_ASSETS";
-    ASSERT_GT(server_->port(), 0);
-  }
   static json Chat(json extra, int* status = nullptr) {
     json body = {{"messages", {{{"role", "user"}, {"content", "Tell me about a cat."}}}},
                  {"max_tokens", 300},
@@ -57,9 +40,7 @@ class StructuredOutputServer : public ::testing::Test {
     EXPECT_EQ(status, 400) << j.dump();
     EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << j.dump();
   }
-  static ServerProcess* server_;
 };
-ServerProcess* StructuredOutputServer::server_ = nullptr;
 
 TEST_F(StructuredOutputServer, JsonSchemaInEveryFieldFormValidates) {
   json schema = json::parse(kSchema);

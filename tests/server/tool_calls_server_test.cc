@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "../constraint/json_validator.h"
+#include "server_fixture.h"
 #include "server_process.h"
 #include "test_util.h"
 
@@ -27,25 +28,8 @@ json Tools() {
                     "required": ["zone"], "additionalProperties": false}}}])");
 }
 
-class ToolCallsServer : public ::testing::Test {
+class ToolCallsServer : public TrainedServerTest<ToolCallsServer> {
  protected:
-  static void SetUpTestSuite() {
-    if (!testing::HaveAsset("stories260K.gguf")) return;
-    server_ = new ServerProcess();
-    ASSERT_TRUE(server_->Start(
-        {"-m", testing::AssetPath("stories260K.gguf"), "--kv-cache-memory", "16M", "--threads", "1"}))
-        << server_->Log();
-  }
-  static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->Stop(SIGTERM), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "stories260K.gguf not in FERRY_ASSETS";
-  }
   static json Body(json extra) {
     json body = {{"messages", {{{"role", "user"}, {"content", "What is the weather?"}}}},
                  {"max_tokens", 200},
@@ -94,10 +78,7 @@ class ToolCallsServer : public ::testing::Test {
                  {"parallel_tool_calls", false},
                  {"temperature", 0}});
   }
-  static ServerProcess* server_;
 };
-
-ServerProcess* ToolCallsServer::server_ = nullptr;
 
 TEST_F(ToolCallsServer, RequiredYieldsValidCalls) {
   for (int seed : {1, 2, 3, 4}) {
