@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <set>
 #include <span>
@@ -96,10 +97,14 @@ class Fields {
 
   // A 400 for the first top-level field (in the body's order) that no reader asked for and
   // `others` does not name: a field the server would not act on must not look accepted.
-  std::optional<ApiError> RejectUnread(std::span<const std::string_view> others) const {
+  // others: the keys read outside Fields (ReadStructuredOutput's, ReadToolRequest's, ...).
+  std::optional<ApiError> RejectUnread(
+      std::initializer_list<std::span<const std::string_view>> others) const {
     for (auto it = obj_.begin(); it != obj_.end(); ++it) {
-      if (read_.count(it.key()) || std::find(others.begin(), others.end(), it.key()) != others.end())
-        continue;
+      bool known = read_.count(it.key()) > 0;
+      for (std::span<const std::string_view> list : others)
+        known = known || std::find(list.begin(), list.end(), it.key()) != list.end();
+      if (known) continue;
       return BadRequest(
           fmt::format("'{}' is not a field this server supports (docs/server.md lists them)", it.key()),
           it.key());
@@ -113,21 +118,8 @@ class Fields {
   mutable std::set<std::string, std::less<>> read_;  // keys some reader looked up
 };
 
-// Read outside Fields: ReadStructuredOutput's and ReadToolRequest's keys, and OpenAI's `user`
-// (an end-user id for abuse monitoring; informational, no effect here).
-constexpr std::string_view kOtherFields[] = {"response_format",
-                                             "structured_outputs",
-                                             "guided_json",
-                                             "guided_regex",
-                                             "guided_choice",
-                                             "guided_grammar",
-                                             "grammar",
-                                             "json_schema",
-                                             "tools",
-                                             "tool_choice",
-                                             "parallel_tool_calls",
-                                             "chat_template_kwargs",
-                                             "user"};
+// OpenAI's `user` (an end-user id for abuse monitoring): informational, no effect here.
+constexpr std::string_view kInformationalFields[] = {"user"};
 
 // stop: a string or a list of strings.
 void ReadStop(Fields& f, const SchemaLimits& limits, std::vector<std::string>& out) {
@@ -406,7 +398,7 @@ Parsed<CompletionRequest> ParseCompletionRequest(std::string_view body, const Sc
   if (r.gen.best_of > r.gen.options.n && r.gen.stream)
     return BadRequest("'best_of' > 'n' cannot be streamed (the best are known only at the end)", "best_of");
   if (auto e = ReadPrompt(f.Get("prompt"), r.prompts)) return *e;
-  if (auto e = f.RejectUnread(kOtherFields)) return *e;
+  if (auto e = f.RejectUnread({kStructuredOutputFields, kToolRequestFields, kInformationalFields})) return *e;
   return r;
 }
 
@@ -463,7 +455,7 @@ Parsed<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body, 
     if (auto e = ReadToolMessage(m, i)) return *e;
     r.messages.push_back(std::move(m));
   }
-  if (auto e = f.RejectUnread(kOtherFields)) return *e;
+  if (auto e = f.RejectUnread({kStructuredOutputFields, kToolRequestFields, kInformationalFields})) return *e;
   return r;
 }
 

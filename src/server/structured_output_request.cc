@@ -151,9 +151,8 @@ std::optional<ApiError> ReadStructuredOutput(const json& obj, bool chat,
   for (const char* k : {"guided_decoding_backend", "guided_whitespace_pattern"})
     if (present(k)) return BadRequest(fmt::format("'{}' is not supported", k), k);
   std::vector<std::string> given;
-  for (const char* k : {"response_format", "structured_outputs", "guided_json", "guided_regex",
-                        "guided_choice", "guided_grammar", "grammar", "json_schema"})
-    if (present(k)) given.push_back(k);
+  for (std::string_view k : kStructuredOutputFields)
+    if (present(std::string(k).c_str())) given.push_back(std::string(k));
   if (given.size() > 1)
     return BadRequest(fmt::format("'{}' and '{}' both constrain the output; give one", given[0], given[1]),
                       given[1]);

@@ -7,11 +7,17 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 
 #include "constraint/constraint.h"
 #include "server/api_error.h"
 
 namespace ferry::server {
+
+// The request fields that constrain the output (at most one per request), read here.
+inline constexpr std::string_view kStructuredOutputFields[] = {
+    "response_format", "structured_outputs", "guided_json", "guided_regex",
+    "guided_choice",   "guided_grammar",     "grammar",     "json_schema"};
 
 // obj: the request body. chat: /v1/chat/completions (response_format and tools are chat fields).
 std::optional<ApiError> ReadStructuredOutput(const nlohmann::ordered_json& obj, bool chat,

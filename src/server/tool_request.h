@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/api_error.h"
@@ -27,6 +28,10 @@ struct ToolRequest {
   // The tools a forced call may use.
   std::vector<tool_calls::ToolDef> Allowed() const;
 };
+
+// The request fields read here.
+inline constexpr std::string_view kToolRequestFields[] = {"tools", "tool_choice", "parallel_tool_calls",
+                                                          "chat_template_kwargs"};
 
 // obj: the request body. template_kwargs: chat_template_kwargs (an object; empty when absent).
 std::optional<ApiError> ReadToolRequest(const nlohmann::ordered_json& obj, ToolRequest& out,
