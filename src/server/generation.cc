@@ -134,7 +134,6 @@ json Generation::PromptLogprobsJson(const Choice& c, size_t prompt) const {
 
 json Generation::LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
                               const std::vector<TokenLogprobs>& lps) const {
-  auto piece = [&](int32_t id) { return Piece(id); };
   const size_t count = std::min(tokens.size(), lps.size());
   if (spec_.api == Api::kChat) {
     auto bytes = [](const std::string& s) {
@@ -144,10 +143,10 @@ json Generation::LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
     };
     json content = json::array();
     for (size_t i = 0; i < count; ++i) {
-      const std::string p = piece(tokens[i]);
+      const std::string p = Piece(tokens[i]);
       json top = json::array();
       for (const TokenLogprob& t : lps[i].top) {
-        const std::string tp = piece(t.token);
+        const std::string tp = Piece(t.token);
         top.push_back({{"token", tp}, {"logprob", t.logprob}, {"bytes", bytes(tp)}});
       }
       content.push_back(
@@ -160,11 +159,11 @@ json Generation::LogprobsJson(Choice& c, const std::vector<int32_t>& tokens,
               {"top_logprobs", json::array()},
               {"text_offset", json::array()}};
   for (size_t i = 0; i < count; ++i) {
-    const std::string p = piece(tokens[i]);
+    const std::string p = Piece(tokens[i]);
     out["tokens"].push_back(p);
     out["token_logprobs"].push_back(lps[i].logprob);
     json top = json::object();
-    for (const TokenLogprob& t : lps[i].top) top[piece(t.token)] = t.logprob;
+    for (const TokenLogprob& t : lps[i].top) top[Piece(t.token)] = t.logprob;
     out["top_logprobs"].push_back(top);
     out["text_offset"].push_back(c.text_offset);
     c.text_offset += p.size();

@@ -14,11 +14,6 @@
 namespace ferry {
 namespace {
 
-using testing::HttpResult;
-using testing::json;
-using testing::Post;
-using testing::ServerProcess;
-
 const char* kSchema = R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},
   "age":{"type":"integer","minimum":0,"maximum":120},"ok":{"type":"boolean"}},"required":["name","age","ok"],
   "additionalProperties":false})";

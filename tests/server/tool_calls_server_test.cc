@@ -12,11 +12,6 @@
 namespace ferry {
 namespace {
 
-using testing::HttpResult;
-using testing::json;
-using testing::Post;
-using testing::ServerProcess;
-
 json Tools() {
   return json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
