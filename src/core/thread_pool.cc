@@ -6,6 +6,22 @@
 #include <utility>
 
 namespace ferry {
+namespace {
+
+// Spin-wait hint (x86 `pause`, Arm `yield`): keeps a spinning thread from starving its sibling
+// hyperthread and the memory pipeline.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+// Join spins before blocking (~50-100 us): longer than a decode-sized op's imbalance.
+constexpr int kJoinSpins = 20000;
+
+}  // namespace
 
 int PhysicalCores() {
   // Count distinct (physical id, core id) pairs; fall back to hardware_concurrency.
@@ -50,10 +66,15 @@ void ThreadPool::Run(TaskRef task) {
   }
   cv_.notify_all();
   task(0, n_threads_);
-  // Workers finish in microseconds for decode-sized ops: spin before yielding.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins > 1000) std::this_thread::yield();
+  // Workers finish in microseconds for decode-sized ops: spin first, then block on the counter.
+  // Never sched_yield: on a loaded machine it hands the core to any runnable process for a
+  // whole time slice (milliseconds), and a decode step waits here ~150 times.
+  for (int spins = 0; spins < kJoinSpins; ++spins) {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    CpuRelax();
   }
+  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;)
+    pending_.wait(left, std::memory_order_acquire);
 }
 
 void ThreadPool::WorkerLoop(int index) {
@@ -61,7 +82,8 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     // Spin briefly on the generation counter (cheap wake-up for back-to-back ops), then sleep.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spins = 0; gen == seen && spins < 20000; ++spins) {
+    for (int spins = 0; gen == seen && spins < kJoinSpins; ++spins) {
+      CpuRelax();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
@@ -77,7 +99,7 @@ void ThreadPool::WorkerLoop(int index) {
       task = task_;
     }
     (*task)(index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

@@ -36,7 +36,15 @@ static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc
 // i.e. low nibble = element 4j + k, high nibble = element 16 + 4j + k. So `x & 0x0F` gives
 // elements 4j..4j+3 of all 8 rows and `(x >> 4) & 0x0F` elements 16+4j..16+4j+3.
 // 8-bit: bytes 4r..4r+3 of load s (s < 8) = row r's elements 4s..4s+3.
+//   q4_K:  per super-block of 256 (nsb = n_in / 256), kK4PackedSbBytes = 1184 bytes:
+//          qs [8][4][32] u8 | sc [8][8] u8 | m [8][8] u8 | d [8] fp16 | dmin [8] fp16
+//          qs: sub-block j (32 elements) in the 4-bit order above (nibble pairs k, 16 + k, not
+//          q4_K's k, 32 + k); sc/m [j][r]: row r's 6-bit scale and min of sub-block j, one byte
+//          each (q4_K packs them into 12 bytes; 32 bytes more per group and super-block, +2.8%,
+//          buy one widening load instead of the bit surgery per row and block).
 // Rows past n_out in the last group are zero (their outputs are dropped).
+inline constexpr size_t kK4PackedSbBytes = 1024 + 64 + 64 + 16 + 16;
+
 struct PackedShape {
   DType type;
   int64_t n_out, n_in;
@@ -46,12 +54,17 @@ struct PackedShape {
   int64_t nb() const { return (n_in + 31) / 32; }
   int64_t ng() const { return (n_in + group - 1) / group; }
   int64_t n_groups() const { return (n_out + kPackRows - 1) / kPackRows; }
+  int64_t nsb() const { return n_in / 256; }  // q4_K super-blocks
   bool is_int4() const { return IsFerryInt4(type); }
+  bool is_q4_k() const { return type == DType::kQ4_K; }
+  // q4_K keeps each super-block's quants and scales together (QsBytes/ScaleBytes are unused).
   size_t QsBytes() const { return static_cast<size_t>(nb()) * (type == DType::kQ8_0 ? 256 : 128); }
   size_t ScaleBytes() const {
     return is_int4() ? static_cast<size_t>(ng()) * 24 : static_cast<size_t>(nb()) * 16;
   }
-  size_t RowGroupBytes() const { return QsBytes() + ScaleBytes(); }
+  size_t RowGroupBytes() const {
+    return is_q4_k() ? static_cast<size_t>(nsb()) * kK4PackedSbBytes : QsBytes() + ScaleBytes();
+  }
   size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
   // Bytes of one row in the stored (unpacked) format.
   size_t SrcRowBytes() const { return is_int4() ? FerryInt4RowBytes(group, n_in) : RowBytes(type, n_in); }
@@ -60,6 +73,9 @@ struct PackedShape {
 // One token's activations for the packed kernels: q8_0 quantized with llama.cpp's x86
 // rounding (|q| <= 127), split into planes so a 4-byte chunk is one broadcast load:
 //   qs [nb][32] i8 | d [nb] f32 | s [nb] i32 (sum of the block's quants)
+// For q4_K weights the activations are q8_K as llama.cpp's vec_dot_type (one scale per 256):
+//   qs [nb][32] i8 | d [nsb] f32 | s [nb] i32 (sum of each 32-element sub-block's quants)
+// at the same offsets, so PackedActBytes / PackedActAt serve both.
 struct PackedAct {
   const int8_t* qs;
   const float* d;
@@ -103,7 +119,8 @@ void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in
                         void* dst);
 void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in, int64_t int4_group,
                        const float* x, int64_t n_tok, float* y, ThreadPool* pool);
-// One token's f32 activations [n_in] -> PackedAct planes at dst [PackedActBytes(n_in)].
-void PreparePackedAct(const float* x, int64_t n_in, void* dst);
+// One token's f32 activations [n_in] -> PackedAct planes at dst [PackedActBytes(n_in)]:
+// q8_0 planes, or q8_K planes for weights of type q4_K.
+void PreparePackedAct(DType weights, const float* x, int64_t n_in, void* dst);
 
 }  // namespace ferry::kernels::internal

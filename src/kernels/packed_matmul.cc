@@ -1,4 +1,4 @@
-// MatMulPacked: activations become q8_0 planes once per call (PreparePackedAct), then each
+// MatMulPacked: activations become q8_0 (q8_K for q4_K) planes once per call (PreparePackedAct), then each
 // thread takes a contiguous range of 8-row groups and, chunk by chunk (a chunk of weights
 // stays in L2), runs the micro-kernel over tiles of up to 4 tokens. Every (token, row) sums its
 // blocks in the same order in every tile, so results never depend on n_tok or threads.
@@ -32,8 +32,25 @@ uint8_t* ActScratch(size_t bytes) {
 
 namespace internal {
 
-void PreparePackedAct(const float* x, int64_t n_in, void* dst) {
+void PreparePackedAct(DType weights, const float* x, int64_t n_in, void* dst) {
   const int64_t nb = (n_in + 31) / 32;
+  auto* p = static_cast<uint8_t*>(dst);
+  auto* qs = reinterpret_cast<int8_t*>(p);
+  auto* d = reinterpret_cast<float*>(p + nb * 32);
+  auto* s = reinterpret_cast<int32_t*>(p + nb * 36);
+  if (weights == DType::kQ4_K) {                  // q8_K, as the in-place q4_K dots use (n_in % 256 == 0)
+    thread_local std::vector<block_q8_K> blocks;  // [n_in / 256]
+    const int64_t nsb = n_in / kQK_K;
+    if (blocks.size() < static_cast<size_t>(nsb)) blocks.resize(static_cast<size_t>(nsb));
+    Table().quantize_act[static_cast<int>(DType::kQ8_K)](x, blocks.data(), n_in);
+    for (int64_t i = 0; i < nsb; ++i) {
+      const block_q8_K& blk = blocks[static_cast<size_t>(i)];
+      std::memcpy(qs + i * kQK_K, blk.qs, kQK_K);
+      d[i] = blk.d;
+      for (int j = 0; j < kQK_K / 32; ++j) s[i * 8 + j] = blk.bsums[2 * j] + blk.bsums[2 * j + 1];
+    }
+    return;
+  }
   if (n_in % 32 != 0) {  // ragged int4 rows: quantize a zero-padded copy [nb * 32]
     thread_local std::vector<float> padded;
     padded.assign(static_cast<size_t>(nb * 32), 0.f);
@@ -44,10 +61,6 @@ void PreparePackedAct(const float* x, int64_t n_in, void* dst) {
   thread_local std::vector<block_q8_0> blocks;  // [nb]
   if (blocks.size() < static_cast<size_t>(nb)) blocks.resize(static_cast<size_t>(nb));
   Table().quantize_act[static_cast<int>(DType::kQ8_0)](x, blocks.data(), n_in);
-  auto* p = static_cast<uint8_t*>(dst);
-  auto* qs = reinterpret_cast<int8_t*>(p);
-  auto* d = reinterpret_cast<float*>(p + nb * 32);
-  auto* s = reinterpret_cast<int32_t*>(p + nb * 36);
   for (int64_t b = 0; b < nb; ++b) {
     std::memcpy(qs + b * 32, blocks[static_cast<size_t>(b)].qs, 32);
     d[b] = Fp16ToFp32(blocks[static_cast<size_t>(b)].d);
@@ -62,11 +75,12 @@ void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in,
   if (n_out <= 0 || n_tok <= 0) return;
   const KernelTable& tab = Table();
   const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
-  FERRY_DCHECK(sh.is_int4() || (n_in % sh.group == 0 && n_in % 32 == 0));
+  FERRY_DCHECK(sh.is_int4() ||
+               (n_in % sh.group == 0 && n_in % 32 == 0 && (!sh.is_q4_k() || n_in % 256 == 0)));
   const size_t act_row = PackedActBytes(n_in);
   uint8_t* act_buf = ActScratch(act_row * static_cast<size_t>(n_tok));
   auto quant_range = [&](int64_t t0, int64_t t1) {
-    for (int64_t tk = t0; tk < t1; ++tk) PreparePackedAct(x + tk * n_in, n_in, act_buf + tk * act_row);
+    for (int64_t tk = t0; tk < t1; ++tk) PreparePackedAct(t, x + tk * n_in, n_in, act_buf + tk * act_row);
   };
   if (pool && pool->size() > 1 && n_tok >= 4) {
     pool->ParallelFor(n_tok, quant_range);

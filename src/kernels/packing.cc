@@ -1,4 +1,4 @@
-// PackWeights / UnpackWeights: row-major q4_0, q8_0 and int4 rows <-> the 8-row interleaved
+// PackWeights / UnpackWeights: row-major q4_0, q8_0, q4_K and int4 rows <-> the 8-row interleaved
 // layout of kernels/packed_layout.h. Pure byte moves: the round trip is bit-exact.
 #include <algorithm>
 #include <cstring>
@@ -18,6 +18,56 @@ PackedShape MakePackedShape(DType t, int64_t n_out, int64_t n_in, int64_t int4_g
 
 namespace {
 
+// q4_K's 12 scale bytes <-> the 8 six-bit scales and mins (the inverse of GetScaleMinK4).
+void PackK4Scales(const uint8_t sc[8], const uint8_t m[8], uint8_t q[12]) {
+  for (int j = 0; j < 4; ++j) {
+    q[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+    q[j + 4] = static_cast<uint8_t>(m[j] | (m[j + 4] >> 4) << 6);
+    q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | (m[j + 4] & 0xF) << 4);
+  }
+}
+
+// One q4_K row <-> row r of a packed group (layout in packed_layout.h).
+template <bool kToPacked>
+void MoveRowQ4_K(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
+  auto* blocks = reinterpret_cast<block_q4_K*>(row);
+  for (int64_t i = 0; i < sh.nsb(); ++i) {
+    uint8_t* sb = grp + static_cast<size_t>(i) * kK4PackedSbBytes;
+    uint8_t *sc = sb + 1024, *mn = sb + 1088;
+    auto* d = reinterpret_cast<uint16_t*>(sb + 1152);
+    block_q4_K& blk = blocks[i];
+    if (kToPacked) {
+      d[r] = blk.d;
+      d[8 + r] = blk.dmin;
+      for (int j = 0; j < 8; ++j) GetScaleMinK4(j, blk.scales, &sc[j * 8 + r], &mn[j * 8 + r]);
+    } else {
+      blk.d = d[r];
+      blk.dmin = d[8 + r];
+      uint8_t s8[8], m8[8];
+      for (int j = 0; j < 8; ++j) s8[j] = sc[j * 8 + r], m8[j] = mn[j * 8 + r];
+      PackK4Scales(s8, m8, blk.scales);
+    }
+    // Element e of sub-block j: q4_K byte qs[32 (j / 2) + e % 32], low nibble for even j.
+    for (int j = 0; j < 8; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        for (int b = 0; b < 4; ++b) {
+          uint8_t& packed = sb[j * 128 + k * 32 + 4 * r + b];
+          const int e_lo = 4 * k + b, e_hi = 16 + 4 * k + b, shift = (j % 2) * 4;
+          uint8_t& src_lo = blk.qs[32 * (j / 2) + e_lo];
+          uint8_t& src_hi = blk.qs[32 * (j / 2) + e_hi];
+          if (kToPacked) {
+            packed = static_cast<uint8_t>(((src_lo >> shift) & 0xF) | ((src_hi >> shift) & 0xF) << 4);
+          } else {
+            const uint8_t keep = static_cast<uint8_t>(0xF0 >> shift);  // the other sub-block's nibble
+            src_lo = static_cast<uint8_t>((src_lo & keep) | (packed & 0xF) << shift);
+            src_hi = static_cast<uint8_t>((src_hi & keep) | (packed >> 4) << shift);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Moves one row's bytes between its stored form `src_row` and row r of packed group `grp`.
 // kToPacked selects the direction; both directions share the index arithmetic.
 template <bool kToPacked>
@@ -28,7 +78,9 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   auto mv = [](uint8_t* packed, uint8_t* plain, size_t n) {
     if (kToPacked) std::memcpy(packed, plain, n); else std::memcpy(plain, packed, n);
   };
-  if (sh.type == DType::kQ4_0) {
+  if (sh.is_q4_k()) {
+    MoveRowQ4_K<kToPacked>(sh, grp, r, row);
+  } else if (sh.type == DType::kQ4_0) {
     auto* blocks = reinterpret_cast<block_q4_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
       mv(dsc + (b * kPackRows + r) * 2, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
@@ -62,6 +114,7 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
 bool CanPack(DType t, int64_t n_in) {
   if (n_in <= 0) return false;
   if (t == DType::kQ4_0 || t == DType::kQ8_0) return n_in % 32 == 0;
+  if (t == DType::kQ4_K) return n_in % 256 == 0;
   if (IsFerryInt4(t)) return true;  // any n_in: ragged last group (core/dtype.h)
   return false;
 }

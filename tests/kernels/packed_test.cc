@@ -24,6 +24,7 @@ struct Case {
 };
 const Case kCases[] = {{DType::kQ4_0, 32},
                        {DType::kQ8_0, 32},
+                       {DType::kQ4_K, 32},
                        {DType::kI4G32, FerryInt4Group(DType::kI4G32)},
                        {DType::kI4G64, FerryInt4Group(DType::kI4G64)},
                        {DType::kI4G128, FerryInt4Group(DType::kI4G128)}};
@@ -123,6 +124,9 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
   EXPECT_EQ(PackedBytes(DType::kQ4_0, 16, 64), 2u * 2 * 144);
   EXPECT_EQ(PackedBytes(DType::kQ8_0, 9, 64), 2u * 2 * 272);
   EXPECT_EQ(PackedBytes(DType::kI4G128, 8, 256), 8u * 128 + 2 * 24);
+  EXPECT_EQ(PackedBytes(DType::kQ4_K, 9, 512), 2u * 2 * 1184);
+  EXPECT_TRUE(CanPack(DType::kQ4_K, 256));
+  EXPECT_FALSE(CanPack(DType::kQ4_K, 288));
   EXPECT_TRUE(CanPack(DType::kQ4_0, 64));
   EXPECT_TRUE(CanPack(DType::kI4G128, 64));  // ragged last group (core/dtype.h)
   EXPECT_FALSE(CanPack(DType::kF16, 64));
@@ -141,8 +145,9 @@ TEST(Packed, MatMulMatchesNaiveReference) {
       auto x = testing::RandomFloats(rng, n_in * n_tok);
       auto y = RunPacked(w, c, x, 0, n_tok, &pool);
       for (int64_t tk = 0; tk < n_tok; ++tk) {
-        auto xq = testing::ToPartner(DType::kQ8_0, x.data() + tk * n_in, n_in);
-        auto xf = testing::Dequant(DType::kQ8_0, xq.data(), n_in);
+        const DType act = c.t == DType::kQ4_K ? DType::kQ8_K : DType::kQ8_0;  // llama.cpp's vec_dot_type
+        auto xq = testing::ToPartner(c.t == DType::kQ4_K ? c.t : DType::kQ8_0, x.data() + tk * n_in, n_in);
+        auto xf = testing::Dequant(act, xq.data(), n_in);
         for (int64_t o = 0; o < n_out; ++o) {
           auto wf = DequantRow(c, w.rows.data() + o * w.sh.SrcRowBytes(), n_in);
           double want = 0;
@@ -212,7 +217,7 @@ TEST(Packed, BatchInvariantBitExact) {
 TEST(Packed, AgreesWithUnpackedMatMul) {
   std::mt19937 rng(55);
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K}) {
     SCOPED_TRACE(DTypeName(t));
     Weights w = MakeWeights(rng, {t, 32}, 64, 2048);
     auto x = testing::RandomFloats(rng, 2048 * 3);
@@ -236,6 +241,7 @@ TEST(Packed, InPlaceMatMulEqualsPackedBits) {
       if (!CanMatMul(c.t) || c.group != 32) continue;  // int4 runs only packed
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
       for (const int64_t n_in : {32, 288, 2048}) {
+        if (n_in % 256 != 0 && c.t == DType::kQ4_K) continue;  // whole super-blocks
         const int64_t n_out = 21, n_tok = 5;
         Weights w = MakeWeights(rng, c, n_out, n_in);
         auto x = testing::RandomFloats(rng, n_in * n_tok);

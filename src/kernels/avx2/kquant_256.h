@@ -8,6 +8,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -45,12 +46,7 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
   const block_q8_K* b[NT];
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const block_q8_K*>(x[t]);
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc[NT];
-  __m128 acc_m[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm256_setzero_ps();
-    acc_m[t] = _mm_setzero_ps();
-  }
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float wd = _cvtsh_ss(a[i].d), wdmin = _cvtsh_ss(a[i].dmin);
     uint32_t utmp[4];
@@ -58,12 +54,11 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
     const __m256i mins_and_scales =
         _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]),
                                            static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
-    float d[NT];
+    int32_t mins[NT];  // M = sum_j m_j * (bsum 2j + bsum 2j+1), exact
     for (int t = 0; t < NT; ++t) {
-      d[t] = b[t][i].d * wd;
-      const float dmin = -b[t][i].d * wdmin;
-      acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin),
-                              _mm_cvtepi32_ps(MinsTimesBsums(mins_and_scales, b[t][i].bsums)), acc_m[t]);
+      __m128i mm = MinsTimesBsums(mins_and_scales, b[t][i].bsums);
+      mm = _mm_add_epi32(mm, _mm_unpackhi_epi64(mm, mm));
+      mins[t] = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1))));
     }
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
@@ -95,14 +90,12 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
         if constexpr (NT > 1) KeepInRegister(sumi[t]);  // NT = 1 fits without it
       }
     }
-    for (int t = 0; t < NT; ++t)
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+    for (int t = 0; t < NT; ++t) {  // the canonical chain of ref::PackedTile (packed q4_K)
+      acc[t] = std::fma(b[t][i].d * wd, static_cast<float>(HsumI32x8(sumi[t])), acc[t]);
+      acc[t] = std::fma(-(b[t][i].d * wdmin), static_cast<float>(mins[t]), acc[t]);
+    }
   }
-  for (int t = 0; t < NT; ++t) {
-    __m128 m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    out[t] = HsumF32x8(acc[t]) + _mm_cvtss_f32(m);
-  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // q6_K against NT q8_K rows, the weight side (bit planes, scales) once for all of them; the

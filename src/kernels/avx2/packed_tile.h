@@ -122,6 +122,52 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
 }
 
+// q4_K weights against q8_K activations (layout and arithmetic: packed_layout.h and
+// ref::PackedTile): per sub-block the 4-bit block sums of Tile4, scaled by the row's 6-bit scale
+// in int32; per super-block two FMAs (d * S, then -dmin * M).
+template <typename Ops, int NT>
+void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < sh.nsb(); ++i) {
+    const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK4PackedSbBytes;
+    __m256i S[NT], M[NT];
+    for (int t = 0; t < NT; ++t) S[t] = M[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* wb = sb + j * 128;
+      __m256i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 32 * k));
+        const __m256i lo = _mm256_and_si256(w, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = act[t].qs + i * 256 + j * 32;
+          s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * k), hi, Bcast4(xq + 16 + 4 * k));
+          KeepInRegister(s[t]);
+        }
+      }
+      const __m256i sc =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 1024 + j * 8)));
+      const __m256i mn =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 1088 + j * 8)));
+      for (int t = 0; t < NT; ++t) {
+        S[t] = _mm256_add_epi32(S[t], _mm256_mullo_epi32(Ops::Sum4(s[t]), sc));
+        M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(act[t].s[i * 8 + j])));
+      }
+    }
+    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + 1152));
+    const __m256 mw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + 1168));
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dx = _mm256_set1_ps(act[t].d[i]);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(S[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(mw, dx), _mm256_cvtepi32_ps(M[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
+}
+
 // The PackedTileFn body: groups one at a time (8 rows fill a 256-bit register).
 template <typename Ops>
 void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, int n_grp,
@@ -135,6 +181,8 @@ void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act,
       constexpr int NT = decltype(k)::value;
       if (sh.type == DType::kQ8_0) {
         Tile8<Ops, NT>(g, sh, act, yg);
+      } else if (sh.is_q4_k()) {
+        TileK4<Ops, NT>(g, sh, act, yg);
       } else if (sh.is_int4()) {
         Tile4<Ops, NT, true>(g, sh, act, yg);
       } else {

@@ -32,6 +32,11 @@ inline float HsumF32x8(__m256 h) {
   r = _mm_add_ss(r, _mm_movehdup_ps(r));
   return _mm_cvtss_f32(r);
 }
+inline int32_t HsumI32x8(__m256i a) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1))));
+}
 inline float HsumF32x16(__m512 v) {
   return HsumF32x8(_mm256_add_ps(LoHalf(v), HiHalf(v)));
 }

@@ -12,6 +12,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -54,12 +55,9 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const block_q8_K*>(x[t]);
   const __m512i m4 = _mm512_set1_epi8(0xF);
   const __m256i mins_idx = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-  __m512 acc[NT];  // lanes 0..7: d * scaled sums, 8..15: -dmin * min sums
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    // [d x 8, -dmin x 8]: times the activation's d it gives both factors of a token.
-    const __m512 wdd = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(a[i].d)),
-                                            _mm512_set1_ps(-_cvtsh_ss(a[i].dmin)));
+    const float wd = _cvtsh_ss(a[i].d), wdmin = _cvtsh_ss(a[i].dmin);
     uint32_t utmp[4];
     UnpackK4Scales(a[i].scales, utmp);
     // int16 lanes 0..7 = scales, 8..15 = mins.
@@ -83,15 +81,14 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
       for (int t = 0; t < NT; ++t)
         sumi[t] = Ops::MaddAcc(sumi[t], sc, _mm512_maddubs_epi16(q, LoadZ(b[t][i].qs + 64 * c)));
     }
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < NT; ++t) {  // exact S and M, then the canonical chain of ref::PackedTile
       const __m256i summ = _mm256_madd_epi16(mins2, LoadY(b[t][i].bsums));  // m_j * (bsum 2j + 2j+1)
       const __m256i s8 = _mm256_add_epi32(LoHalf(sumi[t]), HiHalf(sumi[t]));
-      const __m512i both = _mm512_inserti32x8(_mm512_castsi256_si512(s8), summ, 1);
-      acc[t] =
-          _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(b[t][i].d), wdd), _mm512_cvtepi32_ps(both), acc[t]);
+      acc[t] = std::fma(b[t][i].d * wd, static_cast<float>(HsumI32x8(s8)), acc[t]);
+      acc[t] = std::fma(-(b[t][i].d * wdmin), static_cast<float>(HsumI32x8(summ)), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = HsumF32x16(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // q6_K against NT q8_K rows. The quants are used unsigned (0..63) and the offset comes off as

@@ -156,10 +156,57 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) Store<kTwo>(y[t], acc[t]);
 }
 
+// q4_K weights against q8_K activations (layout and arithmetic: packed_layout.h and
+// ref::PackedTile): per sub-block the 4-bit block sums of Tile4, scaled by the row's 6-bit scale
+// in int32; per super-block two FMAs (d * S, then -dmin * M).
+template <typename Ops, int NT, bool kTwo>
+void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const size_t gs = sh.RowGroupBytes();
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < sh.nsb(); ++i) {
+    const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK4PackedSbBytes;
+    __m512i S[NT], M[NT];
+    for (int t = 0; t < NT; ++t) S[t] = M[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* wb = sb + j * 128;
+      __m512i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        const __m512i w = Load2<kTwo>(wb + 32 * k, gs);
+        const __m512i lo = _mm512_and_si512(w, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = act[t].qs + i * 256 + j * 32;
+          s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * k), hi, Bcast4(xq + 16 + 4 * k));
+          KeepInRegister(s[t]);
+        }
+      }
+      const __m512i sc = LoadZ16<kTwo>(sb + 1024 + j * 8, gs);
+      const __m512i mn = LoadZ16<kTwo>(sb + 1088 + j * 8, gs);
+      for (int t = 0; t < NT; ++t) {
+        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(Ops::Sum4(s[t]), sc));
+        M[t] = _mm512_add_epi32(M[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(act[t].s[i * 8 + j])));
+      }
+    }
+    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + 1152), gs);
+    const __m512 mw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + 1168), gs);
+    for (int t = 0; t < NT; ++t) {
+      const __m512 dx = _mm512_set1_ps(act[t].d[i]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(S[t]), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dx), _mm512_cvtepi32_ps(M[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) Store<kTwo>(y[t], acc[t]);
+}
+
 template <typename Ops, int NT, bool kTwo>
 void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   if (sh.type == DType::kQ8_0) {
     Tile8<Ops, NT, kTwo>(grp, sh, act, y);
+  } else if (sh.is_q4_k()) {
+    TileK4<Ops, NT, kTwo>(grp, sh, act, y);
   } else if (sh.is_int4()) {
     Tile4<Ops, NT, true, kTwo>(grp, sh, act, y);
   } else {

@@ -217,7 +217,10 @@ float DotQ3_K(const void* w, const void* x, int64_t n) {
 
 namespace {
 // Shared by q4_K and q5_K: q holds the unsigned quants, 8 sub-blocks of 32 with 6-bit scales.
-double DotK4Like(const uint8_t* scales, fp16_t d, fp16_t dmin, const int8_t* q, const block_q8_K& b) {
+// The exact integer sums, then the float chain every table and layout uses (ref::PackedTile):
+// acc = fma(d_x * d, S, acc); acc = fma(-(d_x * dmin), M, acc).
+float DotK4Like(const uint8_t* scales, fp16_t d, fp16_t dmin, const int8_t* q, const block_q8_K& b,
+                float acc) {
   int isum = 0, summs = 0;
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
@@ -225,8 +228,8 @@ double DotK4Like(const uint8_t* scales, fp16_t d, fp16_t dmin, const int8_t* q, 
     isum += sc * (Dot16(q + 32 * j, b.qs + 32 * j) + Dot16(q + 32 * j + 16, b.qs + 32 * j + 16));
     summs += m * (b.bsums[2 * j] + b.bsums[2 * j + 1]);
   }
-  const float dall = b.d * H(d), dm = b.d * H(dmin);
-  return static_cast<double>(dall) * isum - static_cast<double>(dm) * summs;
+  acc = std::fma(b.d * H(d), static_cast<float>(isum), acc);
+  return std::fma(-(b.d * H(dmin)), static_cast<float>(summs), acc);
 }
 }  // namespace
 
@@ -236,13 +239,13 @@ template <typename Block, void (*Decode)(const Block&, int8_t*)>
 float DotK4Family(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const Block*>(w);
   const auto* b = static_cast<const block_q8_K*>(x);
-  double s = 0;
+  float acc = 0.f;
   int8_t q[kQK_K];
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     Decode(a[i], q);
-    s += DotK4Like(a[i].scales, a[i].d, a[i].dmin, q, b[i]);
+    acc = DotK4Like(a[i].scales, a[i].d, a[i].dmin, q, b[i], acc);
   }
-  return static_cast<float>(s);
+  return acc;
 }
 }  // namespace
 

@@ -11,6 +11,39 @@ namespace ferry::kernels::ref {
 
 namespace {
 
+// One 8-row group of q4_K: per super-block and row, S = sum_j sc_j * isum_j and
+// M = sum_j m_j * xsum_j (exact int32), then acc = fma(d * d_x, S, acc) and
+// acc = fma(-(dmin * d_x), M, acc).
+void GroupQ4_K(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
+               float* const* y, int y_off) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < internal::kPackRows; ++r) {
+      float acc = 0.f;
+      for (int64_t i = 0; i < sh.nsb(); ++i) {
+        const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK4PackedSbBytes;
+        const uint8_t *sc = sb + 1024, *mn = sb + 1088;
+        const auto* d = reinterpret_cast<const uint16_t*>(sb + 1152);
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < 8; ++j) {
+          const int8_t* xq = act[t].qs + i * 256 + j * 32;
+          int32_t isum = 0;
+          for (int e = 0; e < 32; ++e) {
+            const int ee = e % 16;
+            const uint8_t byte = sb[j * 128 + (ee / 4) * 32 + 4 * r + ee % 4];
+            isum += (e < 16 ? (byte & 0x0F) : (byte >> 4)) * xq[e];
+          }
+          S += sc[j * 8 + r] * isum;
+          M += mn[j * 8 + r] * act[t].s[i * 8 + j];
+        }
+        const float dx = act[t].d[i];
+        acc = std::fma(Fp16ToFp32(d[r]) * dx, static_cast<float>(S), acc);
+        acc = std::fma(-(Fp16ToFp32(d[8 + r]) * dx), static_cast<float>(M), acc);
+      }
+      y[t][y_off + r] = acc;
+    }
+  }
+}
+
 // One 8-row group.
 void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
            float* const* y, int y_off) {
@@ -54,8 +87,8 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
 void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
                 int n_grp, float* const* y) {
   for (int gi = 0; gi < n_grp; ++gi)
-    Group(grp + static_cast<size_t>(gi) * sh.RowGroupBytes(), sh, act, nt, y,
-          gi * static_cast<int>(internal::kPackRows));
+    (sh.is_q4_k() ? GroupQ4_K : Group)(grp + static_cast<size_t>(gi) * sh.RowGroupBytes(), sh, act, nt, y,
+                                       gi * static_cast<int>(internal::kPackRows));
 }
 
 }  // namespace ferry::kernels::ref
