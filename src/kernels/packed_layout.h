@@ -43,7 +43,11 @@ static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc
 //          each (q4_K packs them into 12 bytes; 32 bytes more per group and super-block, +2.8%,
 //          buy one widening load instead of the bit surgery per row and block).
 // Rows past n_out in the last group are zero (their outputs are dropped).
-inline constexpr size_t kK4PackedSbBytes = 1024 + 64 + 64 + 16 + 16;
+// q4_K super-block of one row group: byte offsets of its planes (layout above).
+inline constexpr size_t kK4ScOffset = 1024;               // sc [8][8] u8
+inline constexpr size_t kK4MinOffset = kK4ScOffset + 64;  // m [8][8] u8
+inline constexpr size_t kK4DOffset = kK4MinOffset + 64;   // d [8] fp16, then dmin [8] fp16
+inline constexpr size_t kK4PackedSbBytes = kK4DOffset + 32;
 
 struct PackedShape {
   DType type;

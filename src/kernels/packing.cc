@@ -33,8 +33,8 @@ void MoveRowQ4_K(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   auto* blocks = reinterpret_cast<block_q4_K*>(row);
   for (int64_t i = 0; i < sh.nsb(); ++i) {
     uint8_t* sb = grp + static_cast<size_t>(i) * kK4PackedSbBytes;
-    uint8_t *sc = sb + 1024, *mn = sb + 1088;
-    auto* d = reinterpret_cast<uint16_t*>(sb + 1152);
+    uint8_t *sc = sb + kK4ScOffset, *mn = sb + kK4MinOffset;
+    auto* d = reinterpret_cast<uint16_t*>(sb + kK4DOffset);
     block_q4_K& blk = blocks[i];
     if (kToPacked) {
       d[r] = blk.d;

@@ -148,17 +148,17 @@ void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
           KeepInRegister(s[t]);
         }
       }
-      const __m256i sc =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 1024 + j * 8)));
-      const __m256i mn =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 1088 + j * 8)));
+      const __m256i sc = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + internal::kK4ScOffset + j * 8)));
+      const __m256i mn = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + internal::kK4MinOffset + j * 8)));
       for (int t = 0; t < NT; ++t) {
         S[t] = _mm256_add_epi32(S[t], _mm256_mullo_epi32(Ops::Sum4(s[t]), sc));
         M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(act[t].s[i * 8 + j])));
       }
     }
-    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + 1152));
-    const __m256 mw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + 1168));
+    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + internal::kK4DOffset));
+    const __m256 mw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + internal::kK4DOffset + 16));
     for (int t = 0; t < NT; ++t) {
       const __m256 dx = _mm256_set1_ps(act[t].d[i]);
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(S[t]), acc[t]);

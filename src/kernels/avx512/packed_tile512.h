@@ -183,15 +183,16 @@ void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
           KeepInRegister(s[t]);
         }
       }
-      const __m512i sc = LoadZ16<kTwo>(sb + 1024 + j * 8, gs);
-      const __m512i mn = LoadZ16<kTwo>(sb + 1088 + j * 8, gs);
+      const __m512i sc = LoadZ16<kTwo>(sb + internal::kK4ScOffset + j * 8, gs);
+      const __m512i mn = LoadZ16<kTwo>(sb + internal::kK4MinOffset + j * 8, gs);
       for (int t = 0; t < NT; ++t) {
         S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(Ops::Sum4(s[t]), sc));
         M[t] = _mm512_add_epi32(M[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(act[t].s[i * 8 + j])));
       }
     }
-    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + 1152), gs);
-    const __m512 mw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + 1168), gs);
+    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + internal::kK4DOffset), gs);
+    const __m512 mw =
+        LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + internal::kK4DOffset + 16), gs);
     for (int t = 0; t < NT; ++t) {
       const __m512 dx = _mm512_set1_ps(act[t].d[i]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(S[t]), acc[t]);

@@ -11,6 +11,13 @@ namespace ferry::kernels::ref {
 
 namespace {
 
+// Element e (0..31) of row r in a packed 4-bit block of 128 bytes (layout: packed_layout.h).
+int Nibble(const uint8_t* block, int r, int e) {
+  const int ee = e % 16;
+  const uint8_t byte = block[(ee / 4) * 32 + 4 * r + ee % 4];
+  return e < 16 ? (byte & 0x0F) : (byte >> 4);
+}
+
 // One 8-row group of q4_K: per super-block and row, S = sum_j sc_j * isum_j and
 // M = sum_j m_j * xsum_j (exact int32), then acc = fma(d * d_x, S, acc) and
 // acc = fma(-(dmin * d_x), M, acc).
@@ -21,17 +28,13 @@ void GroupQ4_K(const uint8_t* grp, const internal::PackedShape& sh, const intern
       float acc = 0.f;
       for (int64_t i = 0; i < sh.nsb(); ++i) {
         const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK4PackedSbBytes;
-        const uint8_t *sc = sb + 1024, *mn = sb + 1088;
-        const auto* d = reinterpret_cast<const uint16_t*>(sb + 1152);
+        const uint8_t *sc = sb + internal::kK4ScOffset, *mn = sb + internal::kK4MinOffset;
+        const auto* d = reinterpret_cast<const uint16_t*>(sb + internal::kK4DOffset);
         int32_t S = 0, M = 0;
         for (int j = 0; j < 8; ++j) {
           const int8_t* xq = act[t].qs + i * 256 + j * 32;
           int32_t isum = 0;
-          for (int e = 0; e < 32; ++e) {
-            const int ee = e % 16;
-            const uint8_t byte = sb[j * 128 + (ee / 4) * 32 + 4 * r + ee % 4];
-            isum += (e < 16 ? (byte & 0x0F) : (byte >> 4)) * xq[e];
-          }
+          for (int e = 0; e < 32; ++e) isum += Nibble(sb + j * 128, r, e) * xq[e];
           S += sc[j * 8 + r] * isum;
           M += mn[j * 8 + r] * act[t].s[i * 8 + j];
         }
@@ -67,9 +70,7 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
           if (q8) {
             q = static_cast<int8_t>(qs[b * 256 + (i / 4) * 32 + 4 * r + i % 4]);
           } else {
-            const int ii = i % 16;
-            const uint8_t byte = qs[b * 128 + (ii / 4) * 32 + 4 * r + ii % 4];
-            q = i < 16 ? (byte & 0x0F) : (byte >> 4);
+            q = Nibble(qs + b * 128, r, i);
           }
           isum += q * xq[i];
         }
