@@ -44,10 +44,10 @@ TEST(RamBlockTier, EvictsLeastRecentlyUsedAndCountsBytes) {
   EXPECT_EQ(Hashes(t.Put({3, 0, Bytes(100, 3)})), std::vector<BlockHash>{2});
   EXPECT_EQ(t.bytes(), 200u);
   ASSERT_NE(t.Get(1), nullptr);  // now 3 is the oldest
-  EXPECT_EQ(Hashes(t.Put({4, 0, Bytes(50, 4)})), std::vector<BlockHash>{3});
-  EXPECT_EQ(t.bytes(), 150u);
+  EXPECT_EQ(Hashes(t.Put({4, 0, Bytes(60, 4)})), std::vector<BlockHash>{3});
+  EXPECT_EQ(t.bytes(), 160u);
   EXPECT_EQ(t.size(), 2u);
-  EXPECT_EQ(*t.Get(4), *Bytes(50, 4));
+  EXPECT_EQ(*t.Get(4), *Bytes(60, 4));
   EXPECT_EQ(t.Get(2), nullptr);
   // Several go at once when a big block comes; one larger than the tier is handed back.
   EXPECT_EQ(Hashes(t.Put({5, 0, Bytes(240, 5)})), (std::vector<BlockHash>{1, 4}));
