@@ -8,6 +8,7 @@ PKGS=(
   libcli11-dev          # the ferry command line
   libpcre2-dev          # PCRE2 regexes (Unicode properties, JIT) for byte-level BPE pre-tokenizers
   libcpp-httplib-dev    # HTTP server/client for `ferry serve` and `ferry bench serve`
+  libxxhash-dev         # checksums of the prefix cache's disk-tier block files
   openmpi-bin libopenmpi-dev  # optional MPI launch + library: tensor/pipeline parallel over processes
   libgtest-dev libgmock-dev  # unit tests
   libbenchmark-dev      # kernel microbenchmarks

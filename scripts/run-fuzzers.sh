@@ -16,7 +16,7 @@ assets="${FERRY_ASSETS:-$root/../shared/assets}"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_FUZZERS=ON -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=OFF >/dev/null
 ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz template_fuzz tokenizer_fuzz openai_request_fuzz \
-  gbnf_fuzz regex_fuzz json_schema_fuzz tool_call_fuzz
+  gbnf_fuzz regex_fuzz json_schema_fuzz tool_call_fuzz block_file_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -24,7 +24,7 @@ artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
 mkdir -p "$seeds/gguf" "$seeds/safetensors" "$seeds/template" "$seeds/tokenizer" "$seeds/openai_request" "$corpus/gguf" \
   "$corpus/safetensors" "$corpus/template" "$corpus/tokenizer" "$corpus/openai_request" "$artifacts"
-for t in gbnf regex json_schema tool_call; do mkdir -p "$seeds/$t" "$corpus/$t"; done
+for t in gbnf regex json_schema tool_call block_file; do mkdir -p "$seeds/$t" "$corpus/$t"; done
 
 # Tiny valid files: every GGUF value type, a nested array, custom alignment, three tensors;
 # a safetensors file with metadata and two tensors.
@@ -74,6 +74,11 @@ header = {"__metadata__": {"format": "pt"},
           "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}
 h = json.dumps(header).encode()
 h += b" " * ((-len(h)) % 8)
+# A prefix-cache block file (kv/block_file.h): magic, version, fingerprint, hash, payload, xxh64.
+# The checksum here is a placeholder; the fuzzer's mutations explore the parser either way.
+payload = bytes(range(64))
+head = struct.pack("<IIQQQ", 0x42564B46, 1, 5, 7, len(payload))
+open(f"{out}/block_file/block.kvb", "wb").write(head + payload + struct.pack("<Q", 0))
 open(f"{out}/safetensors/tiny.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + bytes(range(22)))
 PY
 [[ -f "$assets/stories260K.gguf" ]] && cp "$assets/stories260K.gguf" "$seeds/gguf/"
@@ -133,7 +138,7 @@ printf '\x0c<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]' >"$seeds/tool_c
 cat >"$seeds/openai_request/tools.json" <<'JSON'
 {"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"chat_template_kwargs":{"enable_thinking":false}}
 JSON
-targets=(gguf safetensors template openai_request gbnf regex json_schema tool_call)
+targets=(gguf safetensors template openai_request gbnf regex json_schema tool_call block_file)
 # The tokenizer target loads real vocabularies; without the assets it cannot run.
 if [[ -f "$assets/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" && -f "$assets/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" ]]; then
   export FERRY_ASSETS="$assets"
@@ -144,10 +149,13 @@ fi
 
 status=0
 for target in "${targets[@]}"; do
-  echo "== ${target}_fuzz for ${fuzz_seconds}s"
+  seconds="$fuzz_seconds"
+  # The block file parser is small: a few seconds cover it (CI time is tight).
+  if [[ "$target" == block_file && "$seconds" -gt 5 ]]; then seconds=5; fi
+  echo "== ${target}_fuzz for ${seconds}s"
   # max_len keeps the big seeds (truncated) from slowing every iteration down.
   if ! "$build/fuzz/${target}_fuzz" "$corpus/$target" "$seeds/$target" \
-      -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+      -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
       -artifact_prefix="$artifacts/${target}-" -print_final_stats=1; then
     echo "!! ${target}_fuzz found a crash; reproducer in $artifacts/" >&2
     status=1

@@ -67,6 +67,33 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   e->pool_ = std::make_unique<ThreadPool>(config.threads);
   e->kv_ = std::make_unique<kv::KvCacheManager>(
       kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, prefix_caching});
+  if (config.prefix_tiers.enabled()) {
+    if (!prefix_caching)
+      return InvalidArgumentError(
+          "--prefix-cache-ram/--prefix-cache-dir keep prefix-cache blocks: they need prefix caching (drop "
+          "--no-prefix-caching{})",
+          budget ? " and --kv-policy" : "");
+    kv::PrefixTierConfig tc = config.prefix_tiers;
+    tc.fingerprint = PrefixTierFingerprint(tc.fingerprint, mc, config.kv_types, config.block_size,
+                                           e->cache_->BlockContentBytes());
+    FERRY_ASSIGN_OR_RETURN(e->tiers_, kv::TieredBlockStore::Create(tc));
+    e->block_content_ = std::make_unique<PagedBlockContent>(*e->cache_);
+    e->kv_->AttachTiers(e->tiers_.get(), e->block_content_.get());
+    const size_t block_bytes = e->cache_->BlockContentBytes();
+    Log(LogLevel::kInfo, "prefix cache tiers: RAM {} MiB ({} blocks of {} KiB){}", tc.ram_bytes >> 20,
+        tc.ram_bytes / block_bytes, block_bytes >> 10,
+        tc.disk_dir.empty() ? std::string()
+                            : fmt::format(", disk {} ({} MiB at most)", tc.disk_dir, tc.disk_bytes >> 20));
+    if (e->tiers_->has_disk() && tc.price_disk) {
+      FERRY_ASSIGN_OR_RETURN(kv::DiskCostModel cost,
+                             MeasureDiskCost(model, *e->cache_, e->pool_.get(), tc.disk_dir, sc.max_seq_len));
+      e->tiers_->SetDiskCost(cost);
+      Log(LogLevel::kInfo,
+          "prefix cache disk tier {}: a block reads back in {:.1f} us, recomputes in {:.1f} us + {:.2f} us "
+          "per earlier block; blocks cheaper to recompute stay off disk",
+          tc.disk_dir, cost.read_s * 1e6, cost.recompute_base_s * 1e6, cost.recompute_per_depth_s * 1e6);
+    }
+  }
   std::function<bool(int32_t)> is_eog;
   if (tokenizer) is_eog = [tokenizer](int32_t id) { return tokenizer->IsEog(id); };
   EngineCore* self = e.get();
@@ -176,6 +203,14 @@ EngineStats EngineCore::Stats() const {
   s.kv_usage = kv_->Usage();
   s.kv_blocks = kv_->num_blocks();
   s.kv_free_blocks = kv_->NumFreeBlocks();
+  if (tiers_) {
+    const kv::TierStats t = tiers_->stats();
+    s.prefix_cache_ram_bytes = static_cast<int64_t>(t.ram_bytes);
+    s.prefix_cache_disk_bytes = static_cast<int64_t>(t.disk_bytes);
+    s.prefix_cache_disk_rejected = t.disk_rejected;
+  }
+  s.prefix_cache_ram_hits = kv_->RestoredBlocks(kv::BlockTier::kRam);
+  s.prefix_cache_disk_hits = kv_->RestoredBlocks(kv::BlockTier::kDisk);
   return s;
 }
 

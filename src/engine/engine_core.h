@@ -14,6 +14,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
+#include "engine/prefix_tiers.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_budget_policy.h"
@@ -40,6 +41,10 @@ struct EngineConfig {
   // Run-time sparsity of this engine (docs/sparsity.md); nullopt: the options the model was
   // loaded with. Head pruning and FFN sparsity must match the model's (built at load).
   std::optional<SparsityOptions> sparsity;
+  // The prefix cache's RAM and disk tiers for blocks the pool evicts (off unless ram_bytes or
+  // disk_dir is set). prefix_tiers.fingerprint is the model file's (kv::FingerprintFile); the
+  // engine mixes in the KV layout.
+  kv::PrefixTierConfig prefix_tiers;
 };
 
 class EngineCore {
@@ -81,6 +86,8 @@ class EngineCore {
   Timer clock_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> cache_;
+  std::unique_ptr<kv::TieredBlockStore> tiers_;  // before kv_, which holds pointers to both
+  std::unique_ptr<PagedBlockContent> block_content_;
   std::unique_ptr<kv::KvCacheManager> kv_;
   spec::SpecConfig spec_config_;
   std::unique_ptr<spec::Proposer> proposer_;  // before scheduler_: requests hold draft-KV leases

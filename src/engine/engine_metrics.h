@@ -38,7 +38,12 @@ struct EngineStats {
   int64_t decode_tokens_computed = 0;
   int64_t output_tokens = 0;           // tokens emitted
   int64_t prefix_query_tokens = 0;     // prompt tokens looked up in the prefix cache
-  int64_t prefix_hit_tokens = 0;       // ... of which were found
+  int64_t prefix_hit_tokens = 0;       // ... of which were found (in the pool or a tier)
+  // Prefix-cache tiers (--prefix-cache-ram / --prefix-cache-dir): bytes held now, blocks
+  // restored from each tier, and disk files found damaged or foreign and deleted.
+  int64_t prefix_cache_ram_bytes = 0, prefix_cache_disk_bytes = 0;
+  int64_t prefix_cache_ram_hits = 0, prefix_cache_disk_hits = 0;
+  int64_t prefix_cache_disk_rejected = 0;
   int64_t preemptions = 0;
   int64_t finished = 0, aborted = 0;
   double kv_waste_sum = 0;             // sum over steps of unused/allocated slots

@@ -104,9 +104,8 @@ bool Scheduler::Admit(Request* r, SchedulerOutput& out, int32_t& budget, bool sc
   // Budgeted sequences never share blocks (compaction rewrites them in place); an embedding
   // pools every token's hidden state, which a cached block does not hold.
   // Prompt logprobs too: every prompt position's logits are computed, none served from cache.
-  kv::PrefixHit hit = Budgeted() || r->embeds() || r->wants_prompt_logprobs()
-                          ? kv::PrefixHit{}
-                          : kv_.FindCachedPrefix(r->tokens);
+  kv::PrefixHit hit =
+      Budgeted() || r->embeds() || r->wants_prompt_logprobs() ? kv::PrefixHit{} : kv_.FindPrefix(r->tokens);
   const int32_t start = hit.num_tokens;
   const int32_t pending = r->num_tokens() - start;
   const int32_t n = schedule_now ? std::min({pending, budget, PassLimit(*r, start)}) : 0;

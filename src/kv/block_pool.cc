@@ -48,6 +48,7 @@ std::optional<BlockId> BlockPool::Allocate() {
     cached_.erase(it);
     n.cached = false;
     ++evictions_;
+    if (on_evict_) on_evict_(id, n.hash, n.depth);
   }
   n.ref = 1;
   return id;
@@ -79,13 +80,14 @@ std::optional<BlockId> BlockPool::Find(BlockHash hash) const {
   return it->second;
 }
 
-void BlockPool::MarkCached(BlockId id, BlockHash hash) {
+void BlockPool::MarkCached(BlockId id, BlockHash hash, int32_t depth) {
   Node& n = nodes_[static_cast<size_t>(id)];
   FERRY_CHECK(n.ref > 0);
   if (n.cached) return;
   if (!cached_.emplace(hash, id).second) return;  // same content already cached elsewhere
   n.cached = true;
   n.hash = hash;
+  n.depth = depth;
 }
 
 }  // namespace ferry::kv

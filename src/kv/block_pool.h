@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -42,14 +43,20 @@ class BlockPool {
   bool IsCached(BlockId id) const { return nodes_[static_cast<size_t>(id)].cached; }
   // The cached block holding the full block with this hash, if any.
   std::optional<BlockId> Find(BlockHash hash) const;
-  // Registers a full, computed block under `hash` (no-op if that hash is already cached).
-  void MarkCached(BlockId id, BlockHash hash);
+  // Registers a full, computed block under `hash` (no-op if that hash is already cached);
+  // depth: its index in its sequence's chain (0: first block), handed to the eviction hook.
+  void MarkCached(BlockId id, BlockHash hash, int32_t depth = 0);
+  // Called with a cached block's id, hash and depth when Allocate evicts it, while its
+  // content is still intact (the prefix cache's tiers copy it out then).
+  using EvictHook = std::function<void(BlockId, BlockHash, int32_t depth)>;
+  void SetEvictHook(EvictHook hook) { on_evict_ = std::move(hook); }
 
  private:
   struct Node {
     int32_t ref = 0;
     int32_t prev = -1, next = -1;  // free-list links, valid while ref == 0
     bool cached = false;
+    int32_t depth = 0;
     BlockHash hash = 0;
   };
   void PushFront(BlockId id);
@@ -61,6 +68,7 @@ class BlockPool {
   int32_t num_free_ = 0;
   int64_t evictions_ = 0;
   std::unordered_map<BlockHash, BlockId> cached_;
+  EvictHook on_evict_;
 };
 
 }  // namespace ferry::kv

@@ -51,6 +51,49 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) cons
   return hit;
 }
 
+PrefixHit KvCacheManager::FindPrefix(std::span<const int32_t> tokens) {
+  if (!tiers_) return FindCachedPrefix(tokens);
+  PrefixHit hit;
+  if (!config_.prefix_caching || tokens.empty()) return hit;
+  const size_t bs = static_cast<size_t>(config_.block_size);
+  const size_t max_blocks = (tokens.size() - 1) / bs;
+  BlockHash parent = kRootBlockHash;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
+    if (auto id = pool_.Find(h)) {
+      hit.blocks.push_back(*id);
+    } else {
+      auto fetched = tiers_->Fetch(h);
+      // A block of another size (e.g. stored before the INT8 key copy was enabled) is a miss.
+      if (!fetched || fetched->bytes->size() != content_->BlockBytes()) break;
+      hit.restores.push_back({hit.blocks.size(), std::move(fetched->bytes), fetched->tier});
+      hit.blocks.push_back(kTierBlock);
+    }
+    hit.hashes.push_back(h);
+    parent = h;
+  }
+  hit.num_tokens = static_cast<int32_t>(hit.blocks.size() * bs);
+  return hit;
+}
+
+void KvCacheManager::AttachTiers(TieredBlockStore* store, BlockContent* content) {
+  FERRY_CHECK((store == nullptr) == (content == nullptr));
+  tiers_ = store;
+  content_ = content;
+  if (store) {
+    pool_.SetEvictHook([this](BlockId id, BlockHash hash, int32_t depth) { OnEvict(id, hash, depth); });
+  } else {
+    pool_.SetEvictHook(nullptr);
+  }
+}
+
+void KvCacheManager::OnEvict(BlockId id, BlockHash hash, int32_t depth) {
+  if (tiers_->Refresh(hash)) return;  // restored from RAM earlier: the same bytes are there
+  auto bytes = std::make_shared<std::vector<uint8_t>>(content_->BlockBytes());
+  content_->Read(id, bytes->data());
+  tiers_->Offload({hash, depth, std::move(bytes)});
+}
+
 std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int32_t num_slots, const PrefixHit* hit) {
   FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
   const bool take_hit = hit && !hit->blocks.empty() && seq.blocks_.empty();
@@ -60,19 +103,30 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int
   // does one registered in the prefix cache (a full block made partial by Truncate).
   const bool cow = num_slots > seq.num_slots_ && seq.num_slots_ % config_.block_size != 0 &&
                    (pool_.RefCount(seq.blocks_.back()) > 1 || pool_.IsCached(seq.blocks_.back()));
-  const int32_t fresh = std::max(0, need - have) + (cow ? 1 : 0);
+  int32_t fresh = std::max(0, need - have) + (cow ? 1 : 0);
   int32_t revived = 0;  // hit blocks that are free now (they count against NumFree)
-  if (take_hit)
-    for (BlockId b : hit->blocks) revived += pool_.RefCount(b) == 0 ? 1 : 0;
+  if (take_hit) {
+    for (BlockId b : hit->blocks) revived += b != kTierBlock && pool_.RefCount(b) == 0 ? 1 : 0;
+    fresh += static_cast<int32_t>(hit->restores.size());
+  }
   if (fresh + revived > pool_.NumFree()) return std::nullopt;
 
   seq.mgr_ = this;
   SlotAllocation out;
   if (take_hit) {
-    for (BlockId b : hit->blocks) pool_.Ref(b);  // before Allocate, so they are not evicted
+    for (BlockId b : hit->blocks)
+      if (b != kTierBlock) pool_.Ref(b);  // before Allocate, so they are not evicted
     seq.blocks_ = hit->blocks;
     seq.hashes_ = hit->hashes;
     seq.num_slots_ = hit->num_tokens;
+    for (const TierRestore& r : hit->restores) {  // copy back: no recompute
+      FERRY_CHECK(tiers_ && seq.blocks_[r.index] == kTierBlock && r.bytes->size() == content_->BlockBytes());
+      BlockId dst = *pool_.Allocate();
+      content_->Write(dst, r.bytes->data());
+      pool_.MarkCached(dst, hit->hashes[r.index], static_cast<int32_t>(r.index));
+      seq.blocks_[r.index] = dst;
+      ++restored_[static_cast<size_t>(r.tier)];
+    }
   }
   if (cow) {
     BlockId dst = *pool_.Allocate();
@@ -97,7 +151,7 @@ void KvCacheManager::CacheFullBlocks(KvSequence& seq, std::span<const int32_t> t
     BlockHash parent = i == 0 ? kRootBlockHash : seq.hashes_[i - 1];
     BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
     seq.hashes_.push_back(h);
-    pool_.MarkCached(seq.blocks_[i], h);
+    pool_.MarkCached(seq.blocks_[i], h, static_cast<int32_t>(i));
   }
 }
 

@@ -8,8 +8,10 @@
 #include <span>
 #include <vector>
 
+#include "kv/block_content.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/tiered_block_store.h"
 
 namespace ferry::kv {
 
@@ -46,11 +48,23 @@ class KvSequence {
   int32_t num_slots_ = 0;
 };
 
-// Cached full blocks covering a prefix of a token sequence.
+// Marks a block of a PrefixHit that a tier holds: AllocateSlots gives it a pool block.
+inline constexpr BlockId kTierBlock = -1;
+
+// A block of a PrefixHit found in the RAM or disk tier, pinned (bytes) until it is restored.
+struct TierRestore {
+  size_t index;  // into PrefixHit::blocks
+  BlockBytes bytes;
+  BlockTier tier;
+};
+
+// Cached full blocks covering a prefix of a token sequence: pool blocks, and (FindPrefix)
+// kTierBlock entries whose bytes a tier holds.
 struct PrefixHit {
   std::vector<BlockId> blocks;
   std::vector<BlockHash> hashes;
-  int32_t num_tokens = 0;  // blocks.size() * block_size
+  std::vector<TierRestore> restores;  // one per kTierBlock entry, in order
+  int32_t num_tokens = 0;             // blocks.size() * block_size
 };
 
 // A block to copy before the step runs (copy-on-write of a shared partial block).
@@ -83,9 +97,20 @@ class KvCacheManager {
   // Longest prefix of `tokens` held in cached full blocks, capped below tokens.size() so at
   // least one token is always computed (its logits are needed). Empty without prefix caching.
   PrefixHit FindCachedPrefix(std::span<const int32_t> tokens) const;
+  // The same over the pool and then the tiers (AttachTiers): a block the pool misses may be
+  // found in RAM or on disk, and the chain goes on after it. Without tiers: FindCachedPrefix.
+  PrefixHit FindPrefix(std::span<const int32_t> tokens);
+
+  // Evicted cached blocks are copied (through `content`) into `store`, and AllocateSlots
+  // copies a PrefixHit's tier blocks back into fresh pool blocks. Both must outlive this.
+  void AttachTiers(TieredBlockStore* store, BlockContent* content);
+  const TieredBlockStore* tiers() const { return tiers_; }
+  // Blocks restored from each tier so far (restores actually made, not lookups).
+  int64_t RestoredBlocks(BlockTier tier) const { return restored_[static_cast<size_t>(tier)]; }
 
   // Makes `seq` reserve slots for positions [0, num_slots): takes the `hit` blocks (first
-  // allocation only), allocates blocks on demand, and copies a shared partial last block
+  // allocation only; a tier block gets a fresh pool block its bytes are copied into, registered
+  // in the prefix cache at once), allocates blocks on demand, and copies a shared partial last block
   // before it is appended to (copy-on-write). nullopt, with nothing changed, if the pool has
   // too few free blocks.
   std::optional<SlotAllocation> AllocateSlots(KvSequence& seq, int32_t num_slots, const PrefixHit* hit = nullptr);
@@ -108,8 +133,14 @@ class KvCacheManager {
   void Truncate(KvSequence& seq, int32_t num_slots);
 
  private:
+  // Copies an evicted block into the tiers (the pool's eviction hook).
+  void OnEvict(BlockId id, BlockHash hash, int32_t depth);
+
   KvCacheConfig config_;
   BlockPool pool_;
+  TieredBlockStore* tiers_ = nullptr;
+  BlockContent* content_ = nullptr;
+  int64_t restored_[2] = {0, 0};  // [BlockTier]
 };
 
 }  // namespace ferry::kv

@@ -82,6 +82,36 @@ void KvStorage::CopySlots(size_t dst, size_t src, size_t n) {
   k_i8_.Copy(dst * row_elems(), src * row_elems(), n * row_elems());
 }
 
+size_t KvStorage::ExportBytes(size_t n) const {
+  size_t b = n * (key_slot_bytes() + value_slot_bytes());
+  if (k_i8_.enabled()) b += n * row_elems() + n * static_cast<size_t>(n_kv_heads_) * sizeof(float);
+  return b;
+}
+
+void KvStorage::Export(size_t first, size_t n, uint8_t* out) const {
+  FERRY_CHECK(first + n <= n_slots_);
+  std::memcpy(out, KeyBytes(first), n * key_slot_bytes());
+  out += n * key_slot_bytes();
+  std::memcpy(out, ValueBytes(first), n * value_slot_bytes());
+  out += n * value_slot_bytes();
+  if (!k_i8_.enabled()) return;
+  std::memcpy(out, k_i8_.Keys(first * row_elems()), n * row_elems());
+  out += n * row_elems();
+  std::memcpy(out, k_i8_.Scales(first * row_elems()), n * static_cast<size_t>(n_kv_heads_) * sizeof(float));
+}
+
+void KvStorage::Import(size_t first, size_t n, const uint8_t* in) {
+  FERRY_CHECK(first + n <= n_slots_);
+  std::memcpy(k_.as<uint8_t>() + first * key_slot_bytes(), in, n * key_slot_bytes());
+  in += n * key_slot_bytes();
+  std::memcpy(v_.as<uint8_t>() + first * value_slot_bytes(), in, n * value_slot_bytes());
+  in += n * value_slot_bytes();
+  if (!k_i8_.enabled()) return;
+  std::memcpy(k_i8_.Keys(first * row_elems()), in, n * row_elems());
+  in += n * row_elems();
+  std::memcpy(k_i8_.Scales(first * row_elems()), in, n * static_cast<size_t>(n_kv_heads_) * sizeof(float));
+}
+
 void KvStorage::Attach(kernels::KvBlocks& view, size_t first_slot) const {
   view.k_cache = KeyBytes(first_slot);
   view.v_cache = ValueBytes(first_slot);

@@ -61,6 +61,12 @@ class KvStorage {
 
   // Copies n slots from src to dst (K, V and the INT8 key copy; ranges may overlap).
   void CopySlots(size_t dst, size_t src, size_t n);
+  // Bytes Export writes for n slots: their K, V and (when enabled) INT8 key copy.
+  size_t ExportBytes(size_t n) const;
+  // Copies n slots from first into `out` [ExportBytes(n)] as K bytes, V bytes, then the INT8
+  // keys and their scales, and back (Import): the prefix cache's tiers keep evicted blocks so.
+  void Export(size_t first, size_t n, uint8_t* out) const;
+  void Import(size_t first, size_t n, const uint8_t* in);
   // Points view's K/V (and INT8 keys) at slot first_slot and sets its types.
   void Attach(kernels::KvBlocks& view, size_t first_slot) const;
 

@@ -69,4 +69,22 @@ void PagedKvCache::CopyBlock(int32_t src, int32_t dst) {
   }
 }
 
+size_t PagedKvCache::BlockContentBytes() const {
+  return static_cast<size_t>(n_layers_) * kv_.ExportBytes(static_cast<size_t>(block_size_));
+}
+
+void PagedKvCache::ReadBlock(int32_t block, uint8_t* out) const {
+  FERRY_CHECK(block >= 0 && block < num_blocks_);
+  const size_t bs = static_cast<size_t>(block_size_), layer_bytes = kv_.ExportBytes(bs);
+  for (int32_t l = 0; l < n_layers_; ++l)
+    kv_.Export((static_cast<size_t>(l) * num_blocks_ + block) * bs, bs, out + l * layer_bytes);
+}
+
+void PagedKvCache::WriteBlock(int32_t block, const uint8_t* in) {
+  FERRY_CHECK(block >= 0 && block < num_blocks_);
+  const size_t bs = static_cast<size_t>(block_size_), layer_bytes = kv_.ExportBytes(bs);
+  for (int32_t l = 0; l < n_layers_; ++l)
+    kv_.Import((static_cast<size_t>(l) * num_blocks_ + block) * bs, bs, in + l * layer_bytes);
+}
+
 }  // namespace ferry

@@ -46,6 +46,11 @@ class PagedKvCache final : public KvCache {
   void MoveRow(int32_t slot, int32_t from, int32_t to);
   // Copies block src to dst in every layer (copy-on-write).
   void CopyBlock(int32_t src, int32_t dst);
+  // The stored bytes of one block in every layer ([n_layers] of KvStorage::Export's layout),
+  // for the prefix cache's RAM and disk tiers; WriteBlock puts such bytes back bit for bit.
+  size_t BlockContentBytes() const;
+  void ReadBlock(int32_t block, uint8_t* out) const;
+  void WriteBlock(int32_t block, const uint8_t* in);
 
   // Progressive attention's INT8 key copy (KvCache::EnableInt8Keys), in the same block layout
   // as K, so prefix-shared, copied-on-write and compacted blocks carry it along. Allocated on

@@ -93,6 +93,16 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
           "Prompt tokens looked up in the prefix cache.");
   counter("prefix_cache_hits_total", static_cast<double>(s.prefix_hit_tokens),
           "Prompt tokens found in the prefix cache.");
+  // The prefix cache's RAM and disk tiers (--prefix-cache-ram, --prefix-cache-dir).
+  gauge("prefix_cache_ram_bytes", static_cast<double>(s.prefix_cache_ram_bytes),
+        "Bytes of evicted KV blocks held in the prefix cache's host-RAM tier.");
+  gauge("prefix_cache_disk_bytes", static_cast<double>(s.prefix_cache_disk_bytes),
+        "Bytes of KV block files in the prefix cache's disk tier.");
+  family("prefix_cache_tier_hits_total", "counter", "KV blocks restored from a prefix-cache tier, by tier.");
+  sample("prefix_cache_tier_hits_total", static_cast<double>(s.prefix_cache_ram_hits), ",tier=\"ram\"");
+  sample("prefix_cache_tier_hits_total", static_cast<double>(s.prefix_cache_disk_hits), ",tier=\"disk\"");
+  counter("prefix_cache_disk_rejected_total", static_cast<double>(s.prefix_cache_disk_rejected),
+          "Prefix-cache disk files found truncated, corrupt or foreign and deleted.");
   counter("num_preemptions_total", static_cast<double>(s.preemptions), "Cumulative number of preemptions.");
   // KV budgets (--kv-policy sink|h2o): evictions and the peak blocks held, next to the peak
   // that full caches of the same positions would have held.

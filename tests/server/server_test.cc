@@ -264,13 +264,27 @@ TEST_F(ServerTest, MetricsCountRequestsInPrometheusFormat) {
   ASSERT_EQ(Completion({{"prompt", "x"}, {"max_tokens", 3}, {"ignore_eos", true}}).status, 200);
   HttpResult page = Get(*server_, "/metrics");
   ASSERT_EQ(page.status, 200);
-  for (const char* name :
-       {"ferry:num_requests_running", "ferry:num_requests_waiting", "ferry:kv_cache_usage_perc",
-        "ferry:kv_cache_used_blocks", "ferry:prefix_cache_hits_total", "ferry:prefix_cache_queries_total",
-        "ferry:num_preemptions_total", "ferry:prompt_tokens_total", "ferry:generation_tokens_total",
-        "ferry:time_to_first_token_seconds_bucket", "ferry:time_per_output_token_seconds_count",
-        "ferry:inter_token_latency_seconds_sum", "ferry:e2e_request_latency_seconds_count",
-        "ferry:request_queue_time_seconds_count", "# TYPE ferry:time_to_first_token_seconds histogram"})
+  for (const char* name : {"ferry:num_requests_running",
+                           "ferry:num_requests_waiting",
+                           "ferry:kv_cache_usage_perc",
+                           "ferry:kv_cache_used_blocks",
+                           "ferry:prefix_cache_hits_total",
+                           "ferry:prefix_cache_queries_total",
+                           "ferry:num_preemptions_total",
+                           "ferry:prompt_tokens_total",
+                           "ferry:generation_tokens_total",
+                           "ferry:time_to_first_token_seconds_bucket",
+                           "ferry:time_per_output_token_seconds_count",
+                           "ferry:inter_token_latency_seconds_sum",
+                           "ferry:e2e_request_latency_seconds_count",
+                           "ferry:request_queue_time_seconds_count",
+                           "# TYPE ferry:time_to_first_token_seconds histogram",
+                           "ferry:prefix_cache_ram_bytes{",
+                           "ferry:prefix_cache_disk_bytes{",
+                           "ferry:prefix_cache_tier_hits_total{",
+                           "tier=\"ram\"",
+                           "tier=\"disk\"",
+                           "ferry:prefix_cache_disk_rejected_total{"})
     EXPECT_NE(page.body.find(name), std::string::npos) << name;
   // The first request_success_total sample is finished_reason="stop"; count all reasons.
   double after = 0;
@@ -303,6 +317,36 @@ TEST_F(ServerTest, BenchServeReportsEveryRequest) {
        {"p50_ttft_ms", "p99_ttft_ms", "p90_tpot_ms", "p99_itl_ms", "p50_e2el_ms", "output_throughput"})
     EXPECT_GT(j[k].get<double>(), 0) << k;
   EXPECT_LE(j["p50_ttft_ms"].get<double>(), j["p99_ttft_ms"].get<double>());
+}
+
+// --multi-turn: each conversation re-sends its history, so every turn's prompt is longer than
+// the last by the reply and the new user tokens; TTFT comes per turn.
+TEST_F(ServerTest, BenchServeMultiTurnResendsTheGrowingHistory) {
+  const std::string cmd =
+      testing::FerryBinary() + " bench serve --url http://127.0.0.1:" + std::to_string(server_->port()) +
+      " --num-requests 3 --multi-turn 3 --input-len 8 --output-len 4 --max-concurrency 2 --json";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["conversations"], 3);
+  EXPECT_EQ(j["turns"], 3);
+  EXPECT_EQ(j["num_requests"], 9);
+  EXPECT_EQ(j["completed"], 9);
+  ASSERT_EQ(j["per_turn"].size(), 3u);
+  double last = 0;
+  for (const json& t : j["per_turn"]) {
+    EXPECT_EQ(t["completed"], 3);
+    // Turn 1 sends 8 tokens; each later one adds the reply (>= 1 token) and 8 more.
+    EXPECT_GE(t["mean_prompt_tokens"].get<double>(), last + (last == 0 ? 8 : 9)) << t.dump();
+    last = t["mean_prompt_tokens"].get<double>();
+    EXPECT_GT(t["mean_ttft_ms"].get<double>(), 0);
+  }
+  EXPECT_GT(j["mean_ttft_turn_ge2_ms"].get<double>(), 0);
 }
 
 // best_of: the n returned choices are the candidates with the highest mean token logprob.

@@ -2,13 +2,16 @@
 // (ferry serve, vLLM, llama.cpp's server), measured as vLLM's benchmark_serving does: requests
 // with random token-id prompts arrive as a Poisson process (or all at once), each streams its
 // completion; TTFT, TPOT, ITL and end-to-end latency percentiles, request and token throughput
-// and the error count, as text or one JSON object.
+// and the error count, as text or one JSON object. With --multi-turn each "request" is a
+// conversation whose turns re-send the growing history (prompt, reply, new user tokens), as
+// chat clients do, and TTFT is reported per turn: the prefix cache's figure of merit.
 #include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -43,6 +46,7 @@ struct Opts {
   int32_t vocab_lo = 10, vocab_hi = 500;
   uint64_t seed = 0;
   bool json_out = false;
+  int32_t multi_turn = 1;  // turns per conversation (1: independent requests)
 };
 
 struct Range {
@@ -69,6 +73,7 @@ struct Sample {
   int64_t prompt_tokens = 0, output_tokens = 0;
   double ttft = 0, e2e = 0;
   std::vector<double> itl;  // gaps between consecutive content chunks
+  std::string text;         // the completion (multi-turn: the next turn's history)
 };
 
 Sample RunOne(const std::string& host, int port, const Opts& o, const std::string& model,
@@ -115,6 +120,7 @@ Sample RunOne(const std::string& host, int port, const Opts& o, const std::strin
       const bool has_text =
           c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty();
       if (!has_text) continue;
+      s.text += c["text"].get<std::string>();
       const Clock::time_point now = Clock::now();
       if (first) {
         s.ttft = std::chrono::duration<double>(now - start).count();
@@ -138,6 +144,24 @@ Sample RunOne(const std::string& host, int port, const Opts& o, const std::strin
     s.ok = true;
   }
   return s;
+}
+
+// The server's token ids for `text` (POST /tokenize, no special tokens): a reply re-sent as
+// history, as a chat client sends it back as text.
+StatusOr<std::vector<int32_t>> Tokenize(const std::string& host, int port, const Opts& o,
+                                        const std::string& model, const std::string& text) {
+  httplib::Client client(host, port);
+  client.set_read_timeout(600);
+  httplib::Headers h;
+  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+  const std::string body = json{{"model", model}, {"prompt", text}, {"add_special_tokens", false}}.dump();
+  httplib::Result r = client.Post("/tokenize", h, body, "application/json");
+  if (!r || r->status != 200)
+    return IoError("POST /tokenize failed (multi-turn needs it to re-send replies)");
+  json j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded() || !j.contains("tokens") || !j["tokens"].is_array())
+    return IoError("POST /tokenize: no 'tokens' in the reply");
+  return j["tokens"].get<std::vector<int32_t>>();
 }
 
 int RunBenchServe(const Opts& o) {
@@ -181,34 +205,77 @@ int RunBenchServe(const Opts& o) {
   }
 
   // The workload: lengths uniform in the ranges, prompt ids uniform in [vocab_lo, vocab_hi),
-  // arrival gaps exponential with mean 1/rate (a Poisson process).
+  // arrival gaps exponential with mean 1/rate (a Poisson process). Multi-turn: per conversation
+  // and turn, a new user message of input-len tokens and a reply of output-len tokens.
+  const int32_t turns = std::max(1, o.multi_turn);
   std::mt19937_64 rng(o.seed);
   auto uniform = [&](int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); };
   std::exponential_distribution<double> gap(std::isinf(rate) ? 1.0 : rate);
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int32_t> max_tokens;
+  std::vector<std::vector<std::vector<int32_t>>> user(static_cast<size_t>(o.num_requests));  // [conv][turn]
+  std::vector<std::vector<int32_t>> max_tokens(static_cast<size_t>(o.num_requests));         // [conv][turn]
   std::vector<double> arrivals;
   double t = 0;
   for (int32_t i = 0; i < o.num_requests; ++i) {
-    std::vector<int32_t> p(static_cast<size_t>(uniform(in->lo, in->hi)));
-    for (int32_t& id : p) id = uniform(o.vocab_lo, o.vocab_hi - 1);
-    prompts.push_back(std::move(p));
-    max_tokens.push_back(uniform(out->lo, out->hi));
+    for (int32_t k = 0; k < turns; ++k) {
+      std::vector<int32_t> p(static_cast<size_t>(uniform(in->lo, in->hi)));
+      for (int32_t& id : p) id = uniform(o.vocab_lo, o.vocab_hi - 1);
+      user[static_cast<size_t>(i)].push_back(std::move(p));
+      max_tokens[static_cast<size_t>(i)].push_back(uniform(out->lo, out->hi));
+    }
     arrivals.push_back(t);
     if (!std::isinf(rate)) t += gap(rng);
   }
 
-  std::vector<Sample> samples(static_cast<size_t>(o.num_requests));
+  // samples[conversation * turns + turn]; a conversation stops at its first failed turn.
+  // --max-concurrency bounds requests in flight. Multi-turn conversations go in rounds, as users
+  // who read each reply before writing: turn k + 1 of any conversation waits until every
+  // conversation has had turn k, so the others' turns come between two turns of one conversation.
+  std::vector<Sample> samples(static_cast<size_t>(o.num_requests) * static_cast<size_t>(turns));
   std::counting_semaphore<> slots(o.max_concurrency > 0 ? o.max_concurrency : o.num_requests);
+  std::mutex round_mu;
+  std::condition_variable round_cv;
+  std::vector<int32_t> round_done(static_cast<size_t>(turns), 0);  // conversations past turn k
+  auto finish_round = [&](size_t k) {
+    std::lock_guard<std::mutex> l(round_mu);
+    ++round_done[k];
+    round_cv.notify_all();
+  };
   std::vector<std::thread> workers;
   const Clock::time_point start = Clock::now();
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t i = 0; i < user.size(); ++i) {
     std::this_thread::sleep_until(
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
-    slots.acquire();
+    if (turns == 1) slots.acquire();  // single requests: arrivals wait for a free slot
     workers.emplace_back([&, i] {
-      samples[i] = RunOne(host, port, o, model, prompts[i], max_tokens[i]);
-      slots.release();
+      std::vector<int32_t> history;
+      size_t k = 0;
+      for (; k < static_cast<size_t>(turns); ++k) {
+        if (k > 0) {
+          std::unique_lock<std::mutex> l(round_mu);
+          round_cv.wait(l, [&] { return round_done[k - 1] == o.num_requests; });
+        }
+        if (turns > 1) slots.acquire();
+        history.insert(history.end(), user[i][k].begin(), user[i][k].end());
+        Sample& s = samples[i * static_cast<size_t>(turns) + k];
+        s = RunOne(host, port, o, model, history, max_tokens[i][k]);
+        if (turns > 1) slots.release();
+        if (s.ok && k + 1 < static_cast<size_t>(turns)) {
+          StatusOr<std::vector<int32_t>> reply = Tokenize(host, port, o, model, s.text);
+          if (reply.ok()) {
+            history.insert(history.end(), reply->begin(), reply->end());
+          } else {
+            s.ok = false;
+            s.error = reply.status().message();
+          }
+        }
+        finish_round(k);
+        if (!s.ok) break;
+      }
+      for (size_t rest = k + 1; rest < static_cast<size_t>(turns); ++rest) {
+        samples[i * static_cast<size_t>(turns) + rest].error = "an earlier turn failed";
+        finish_round(rest);  // the others do not wait for turns that never come
+      }
+      if (turns == 1) slots.release();
     });
   }
   for (std::thread& w : workers) w.join();
@@ -239,9 +306,13 @@ int RunBenchServe(const Opts& o) {
   };
   json j;
   j["model"] = model;
+  if (turns > 1) {
+    j["conversations"] = o.num_requests;
+    j["turns"] = turns;
+  }
   j["request_rate"] = std::isinf(rate) ? json("inf") : json(rate);
   j["max_concurrency"] = o.max_concurrency;
-  j["num_requests"] = o.num_requests;
+  j["num_requests"] = static_cast<int64_t>(samples.size());
   j["completed"] = completed;
   j["errors"] = errors;
   if (!first_error.empty()) j["first_error"] = first_error;
@@ -258,6 +329,31 @@ int RunBenchServe(const Opts& o) {
     j[fmt::format("mean_{}_ms", name)] = mean(*v);
     for (double p : {50.0, 90.0, 99.0})
       j[fmt::format("p{}_{}_ms", static_cast<int>(p), name)] = Percentile(*v, p);
+  }
+  if (turns > 1) {  // TTFT per turn: turn >= 2 re-sends a history the prefix cache may hold
+    json per_turn = json::array();
+    std::vector<double> later;
+    for (int32_t k = 0; k < turns; ++k) {
+      std::vector<double> tt;
+      double prompt_sum = 0;
+      for (int32_t i = 0; i < o.num_requests; ++i) {
+        const Sample& s =
+            samples[static_cast<size_t>(i) * static_cast<size_t>(turns) + static_cast<size_t>(k)];
+        if (!s.ok) continue;
+        tt.push_back(s.ttft * 1e3);
+        prompt_sum += static_cast<double>(s.prompt_tokens);
+        if (k > 0) later.push_back(s.ttft * 1e3);
+      }
+      per_turn.push_back(
+          {{"turn", k + 1},
+           {"completed", tt.size()},
+           {"mean_prompt_tokens", tt.empty() ? 0.0 : prompt_sum / static_cast<double>(tt.size())},
+           {"mean_ttft_ms", mean(tt)},
+           {"p50_ttft_ms", Percentile(tt, 50)},
+           {"p90_ttft_ms", Percentile(tt, 90)}});
+    }
+    j["mean_ttft_turn_ge2_ms"] = mean(later);
+    j["per_turn"] = per_turn;
   }
   if (o.json_out) {
     std::printf("%s\n", j.dump().c_str());
@@ -293,6 +389,11 @@ Runner AddBenchServeCommand(CLI::App& bench) {
   cmd->add_option("--prompt-token-min", o->vocab_lo, "prompt ids are drawn from [MIN, MIN + 490)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "workload seed (lengths, prompts, arrivals)")->capture_default_str();
+  cmd->add_option("--multi-turn", o->multi_turn,
+                  "turns per conversation: --num-requests conversations, each turn re-sending the history "
+                  "(prompt, reply, --input-len new tokens) and reported per turn")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   return [o]() -> int {
     o->vocab_hi = o->vocab_lo + 490;

@@ -61,13 +61,13 @@ Runner AddServeCommand(CLI::App& app) {
   return [o]() -> int {
     // A server reports what it does (address, KV capacity, shutdown) at info level.
     if (GetLogLevel() > LogLevel::kInfo) SetLogLevel(LogLevel::kInfo);
-    auto ec = o->engine.ToConfig(o->model.threads);
+    o->model.model = o->model.ModelOrDefault();
+    auto ec = o->engine.ToConfig(o->model.threads, o->model.model);
     if (!ec.ok()) return Fail(ec.status());
     auto kv_types = o->model.kv_cache.ToTypes();
     if (!kv_types.ok()) return Fail(kv_types.status());
     ec->kv_types = *kv_types;
     if (Status st = o->model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
-    o->model.model = o->model.ModelOrDefault();
     auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
     if (!lm.ok()) return Fail(lm.status());
     std::optional<ModelChatTemplate> tmpl;

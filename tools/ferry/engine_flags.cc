@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "kv/block_file.h"
+
 namespace ferry::cli {
 
 StatusOr<size_t> ParseMemorySize(const std::string& s, const char* flag) {
@@ -52,9 +54,19 @@ void EngineFlags::Add(CLI::App* cmd) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-prefix-caching", no_prefix_caching, "disable automatic prefix caching");
   cmd->add_option("--policy", policy, "continuous | static batching")->capture_default_str();
+  cmd->add_option("--prefix-cache-ram", prefix_cache_ram,
+                  "keep prefix-cache blocks the KV pool evicts in host RAM, up to BYTES (2G, 512M)")
+      ->group("Prefix cache tiers");
+  cmd->add_option("--prefix-cache-dir", prefix_cache_dir,
+                  "then on disk in DIR (kept across restarts; blocks cheaper to recompute stay off)")
+      ->group("Prefix cache tiers");
+  cmd->add_option("--prefix-cache-disk", prefix_cache_disk,
+                  "bytes of block files in --prefix-cache-dir at most")
+      ->capture_default_str()
+      ->group("Prefix cache tiers");
 }
 
-StatusOr<EngineConfig> EngineFlags::ToConfig(int threads) const {
+StatusOr<EngineConfig> EngineFlags::ToConfig(int threads, const std::string& model_path) const {
   FERRY_ASSIGN_OR_RETURN(size_t kv_bytes, ParseMemorySize(kv_memory, "--kv-cache-memory"));
   if (policy != "continuous" && policy != "static")
     return InvalidArgumentError("--policy '{}': expected continuous or static", policy);
@@ -67,6 +79,18 @@ StatusOr<EngineConfig> EngineFlags::ToConfig(int threads) const {
   ec.scheduler.max_num_seqs = max_num_seqs;
   ec.scheduler.max_seq_len = max_model_len;
   ec.scheduler.policy = policy == "static" ? BatchPolicy::kStatic : BatchPolicy::kContinuous;
+  if (!prefix_cache_ram.empty()) {
+    FERRY_ASSIGN_OR_RETURN(ec.prefix_tiers.ram_bytes,
+                           ParseMemorySize(prefix_cache_ram, "--prefix-cache-ram"));
+  }
+  ec.prefix_tiers.disk_dir = prefix_cache_dir;
+  FERRY_ASSIGN_OR_RETURN(ec.prefix_tiers.disk_bytes,
+                         ParseMemorySize(prefix_cache_disk, "--prefix-cache-disk"));
+  if (ec.prefix_tiers.enabled()) {
+    if (model_path.empty())
+      return InvalidArgumentError("--prefix-cache-ram/--prefix-cache-dir need the model file");
+    FERRY_ASSIGN_OR_RETURN(ec.prefix_tiers.fingerprint, kv::FingerprintFile(model_path));
+  }
   return ec;
 }
 

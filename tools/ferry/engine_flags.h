@@ -18,9 +18,13 @@ struct EngineFlags {
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
   std::string policy = "continuous";
+  std::string prefix_cache_ram;  // bytes; empty: no RAM tier
+  std::string prefix_cache_dir;
+  std::string prefix_cache_disk = "8G";
 
   void Add(CLI::App* cmd);
-  StatusOr<EngineConfig> ToConfig(int threads) const;
+  // model_path: the model file, fingerprinted when a prefix-cache tier is on.
+  StatusOr<EngineConfig> ToConfig(int threads, const std::string& model_path = "") const;
 };
 
 // "2G", "512M", "1073741824" (bytes) or a fraction in (0, 1] of the available memory.
