@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <chrono>
 #include <utility>
 
 #include "base/log.h"
@@ -13,6 +14,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   e->core_ = std::move(core);
   e->tok_ = tokenizer;
   e->on_output_ = std::move(on_output);
+  e->on_loop_failure_ = config.on_loop_failure;
   e->stats_ = e->core_->Stats();  // capacity is known before the first step
   e->loop_ = std::thread([p = e.get()] { p->Loop(); });
   return e;
@@ -100,14 +102,36 @@ Status Engine::LoopStatus() const {
   return loop_status_;
 }
 
+void Engine::FailLoop(const Status& status) {
+  Log(LogLevel::kError, "engine step failed: {}", status.ToString());
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    loop_status_ = status;
+    has_work_ = false;
+  }
+  idle_.notify_all();
+  if (on_loop_failure_) on_loop_failure_(status);
+}
+
 void Engine::Loop() {
+  const auto heartbeat = std::chrono::duration<double>(core_->follower_heartbeat_s());
   for (;;) {
     std::vector<Command> commands;
+    bool ready = true;
     {
       std::unique_lock<std::mutex> l(mu_);
-      wake_.wait(l, [&] { return stop_ || !inbox_.empty() || has_work_; });
+      auto woken = [&] { return stop_ || !inbox_.empty() || has_work_; };
+      // Follower ranks wait for rank 0 with a deadline: an idle leader wakes to reassure them.
+      if (core_->leads_followers())
+        ready = wake_.wait_for(l, heartbeat, woken);
+      else
+        wake_.wait(l, woken);
       if (stop_) return;
       commands.swap(inbox_);
+    }
+    if (!ready) {
+      if (Status st = core_->KeepFollowersAlive(); !st.ok()) return FailLoop(st);
+      continue;
     }
     int64_t added = 0;
     for (Command& c : commands) {
@@ -140,14 +164,9 @@ void Engine::Loop() {
       idle = unfinished_ == 0;
       has_work_ = core_->HasWork();
       stats_ = core_->Stats();
-      if (!outputs.ok()) {
-        Log(LogLevel::kError, "engine step failed: {}", outputs.status().ToString());
-        loop_status_ = outputs.status();
-        has_work_ = false;
-      }
     }
-    if (!outputs.ok() || idle) idle_.notify_all();
-    if (!outputs.ok()) return;
+    if (!outputs.ok()) return FailLoop(outputs.status());
+    if (idle) idle_.notify_all();
   }
 }
 

@@ -50,6 +50,8 @@ class Engine {
  private:
   Engine() = default;
   void Loop();
+  // Records the step's failure (AddRequest and WaitIdle report it) and calls on_loop_failure.
+  void FailLoop(const Status& status);
 
   struct Command {
     bool abort = false;
@@ -62,6 +64,7 @@ class Engine {
   std::unique_ptr<EngineCore> core_;
   const Tokenizer* tok_ = nullptr;
   OutputCallback on_output_;
+  std::function<void(const Status&)> on_loop_failure_;  // EngineConfig::on_loop_failure
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::vector<Command> inbox_;  // guarded by mu_

@@ -55,6 +55,22 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
     sc.kv_budget = 0;
   }
 
+  const bool leads = config.followers != nullptr && config.followers->size() > 1;
+  if (leads) {  // what rank 0 decides alone that the followers would also need is refused
+    if (config.followers->rank() != 0)
+      return InternalError("the engine runs on rank 0 of the world it leads, not rank {}",
+                           config.followers->rank());
+    if (budget)
+      return UnsupportedError(
+          "--kv-policy {} (a KV budget) is not supported over split ranks (--tensor-parallel): evictions "
+          "would have to reach every rank's KV shard",
+          KvPolicyName(budget->policy));
+    if (config.sparsity && !config.sparsity->Exact())
+      return UnsupportedError("sparsity options are not supported over split ranks (--tensor-parallel)");
+    if (!(config.follower_heartbeat_s > 0))
+      return InvalidArgumentError("the follower heartbeat must be positive seconds (got {})",
+                                  config.follower_heartbeat_s);
+  }
   std::unique_ptr<EngineCore> e(new EngineCore());
   e->model_ = &model;
   e->tok_ = tokenizer;
@@ -108,6 +124,13 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(),
                                              config.sparsity ? *config.sparsity : model.sparsity(), budget);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
+  if (leads) {
+    e->leader_ = std::make_unique<StepLeader>(*config.followers, config.follower_heartbeat_s);
+    FERRY_RETURN_IF_ERROR(
+        e->leader_->Start(FollowerCacheShape{static_cast<int32_t>(num_blocks), config.block_size,
+                                             sc.max_num_seqs, sc.max_seq_len, config.kv_types}));
+    e->runner_->LeadFollowers(e->leader_.get());
+  }
   return e;
 }
 
@@ -167,6 +190,7 @@ StatusOr<std::vector<RequestOutput>> EngineCore::Step() {
     output_->Process(events, *scheduler_, outputs);
   }
   output_->Finalize(scheduler_->TakeFinished(), *scheduler_, outputs);
+  FERRY_RETURN_IF_ERROR(KeepFollowersAlive());  // a step that ran nothing sent them nothing
   return outputs;
 }
 

@@ -4,14 +4,17 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "base/status.h"
 #include "base/timer.h"
+#include "comm/communicator.h"
 #include "core/thread_pool.h"
 #include "engine/engine_metrics.h"
+#include "engine/follower.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
 #include "engine/prefix_tiers.h"
@@ -45,6 +48,14 @@ struct EngineConfig {
   // disk_dir is set). prefix_tiers.fingerprint is the model file's (kv::FingerprintFile); the
   // engine mixes in the KV layout.
   kv::PrefixTierConfig prefix_tiers;
+  // Under mpirun with the model split over ranks (model/parallel.h): the job's world. This
+  // engine runs on its rank 0 and leads the other ranks, which run RunFollower
+  // (engine/follower.h); null or a world of one: nothing to lead.
+  comm::Communicator* followers = nullptr;
+  double follower_heartbeat_s = 1;  // the longest an idle rank 0 stays silent (< --comm-timeout)
+  // Engine (engine.h) only: called on the loop thread when a step fails, before the loop stops
+  // (a split job ends itself there: its other ranks cannot go on without rank 0's steps).
+  std::function<void(const Status&)> on_loop_failure;
 };
 
 class EngineCore {
@@ -64,6 +75,11 @@ class EngineCore {
   StatusOr<std::vector<RequestOutput>> Step();
 
   bool HasWork() const { return scheduler_->HasWork(); }
+  // Whether the engine leads follower ranks; they need a heartbeat when it is idle.
+  bool leads_followers() const { return leader_ != nullptr; }
+  double follower_heartbeat_s() const { return leader_ ? leader_->heartbeat_s() : 0; }
+  // A heartbeat to the followers when nothing was sent to them for the heartbeat interval.
+  Status KeepFollowersAlive() { return leader_ ? leader_->KeepAlive() : Status::Ok(); }
   EngineStats Stats() const;
   // The work the model's sparsity options skipped in this engine's steps.
   const SparsityStats& sparsity_stats() const;
@@ -95,6 +111,7 @@ class EngineCore {
   std::unique_ptr<Scheduler> scheduler_;  // after kv_: its requests' leases return blocks to kv_
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> output_;
+  std::unique_ptr<StepLeader> leader_;  // last: destroyed first, it stops the followers
 };
 
 }  // namespace ferry

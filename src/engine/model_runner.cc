@@ -11,6 +11,13 @@ namespace ferry {
 
 StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   for (const kv::BlockCopy& c : out.block_copies) cache_.CopyBlock(c.src, c.dst);
+  if (leader_) {  // the followers apply the same copies and tables to their KV shards
+    plan_.block_copies.clear();
+    for (const kv::BlockCopy& c : out.block_copies) plan_.block_copies.emplace_back(c.src, c.dst);
+    plan_.block_tables.resize(out.scheduled.size());
+    for (size_t i = 0; i < out.scheduled.size(); ++i)
+      plan_.block_tables[i] = out.scheduled[i].req->kv.blocks();
+  }
   batch_.Clear();
   bool embeds = false;  // some request pools hidden states this step
   begin_.clear();
@@ -49,6 +56,11 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   if (embeds) {  // one pass gives the embeddings' hidden states and the others' logits
     hidden_.resize(static_cast<size_t>(batch_.size()) * static_cast<size_t>(dim));
     fo.hidden = hidden_.data();
+  }
+  if (leader_) {
+    plan_.batch = batch_;
+    plan_.hidden = embeds;
+    FERRY_RETURN_IF_ERROR(leader_->Step(plan_));
   }
   FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_, fo));
   for (size_t i = 0; embeds && i < out.scheduled.size(); ++i) {

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "core/thread_pool.h"
+#include "engine/follower.h"
 #include "engine/scheduler.h"
 #include "model/forward_batch.h"
 #include "model/kv_budget_policy.h"
@@ -31,6 +32,9 @@ class ModelRunner {
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
+  // Every step is sent to the leader's followers before this rank's forward (null: none).
+  void LeadFollowers(StepLeader* leader) { leader_ = leader; }
+
   StatusOr<RunnerOutput> Execute(const SchedulerOutput& out);
   // The work the model's sparsity options skipped, summed over every Execute.
   const SparsityStats& sparsity_stats() const { return stats_; }
@@ -46,6 +50,8 @@ class ModelRunner {
   ThreadPool* pool_;
   SparsityOptions sparsity_;
   std::optional<KvBudgetConfig> budget_;
+  StepLeader* leader_ = nullptr;
+  StepPlan plan_;  // the step for the followers (when leading): block copies and tables
   ForwardBatch batch_;
   ForwardScratch scratch_;  // the forward pass's buffers, reused every step
   SparsityStats stats_;

@@ -38,6 +38,7 @@ StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const Model& model,
   c->model_ = &model;
   c->block_size_ = config.block_size;
   c->kv_types_ = config.kv_types;
+  c->leads_followers_ = config.followers != nullptr && config.followers->size() > 1;
   EngineClient* self = c.get();
   FERRY_ASSIGN_OR_RETURN(c->engine_, Engine::Create(model, tokenizer, config,
                                                     [self](const RequestOutput& o) { self->OnOutput(o); }));
@@ -46,6 +47,9 @@ StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const Model& model,
 
 StatusOr<std::vector<BeamHypothesis>> EngineClient::BeamSearch(const std::vector<int32_t>& prompt,
                                                                BeamSearchOptions options) const {
+  // Beam search runs the model outside the engine's steps, which the other ranks never see.
+  if (leads_followers_)
+    return UnsupportedError("not supported when the model is split over ranks (--tensor-parallel)");
   options.block_size = block_size_;
   options.kv_types = kv_types_;
   return ferry::BeamSearch(*model_, /*pool=*/nullptr, prompt, options);

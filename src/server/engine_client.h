@@ -77,6 +77,7 @@ class EngineClient {
   const Model* model_ = nullptr;
   int32_t block_size_ = 16;
   KvCacheTypes kv_types_;
+  bool leads_followers_ = false;  // the model is split over ranks that follow the engine's steps
   ServerMetrics* metrics_ = nullptr;
   mutable std::mutex mu_;  // held across AddRequests + registration so outputs never miss a channel
   std::unordered_map<RequestId, std::shared_ptr<OutputChannel>> channels_;  // guarded by mu_

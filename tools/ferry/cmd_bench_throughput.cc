@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "engine_flags.h"
+#include "parallel_flags.h"
 
 namespace ferry::cli {
 namespace {
@@ -54,6 +55,7 @@ struct Opts {
   float temperature = 0;
   bool json = false;
   ConstraintFlags constraint;  // --json-schema FILE (or --grammar / --regex) on every request
+  ParallelFlags parallel;      // under mpirun: rank 0 runs the engine, the other ranks follow it
 };
 
 int RunThroughputBench(const Opts& o) {
@@ -71,20 +73,27 @@ int RunThroughputBench(const Opts& o) {
   if (Status st = o.model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
   auto spec = o.constraint.ToSpec();
   if (!spec.ok()) return Fail(spec.status());
-  auto lm = LoadModel(o.model.model, o.model.ToLoadOptions());
-  if (!lm.ok()) return Fail(lm.status());
+  auto kv_types = o.model.kv_cache.ToTypes();
+  if (!kv_types.ok()) return Fail(kv_types.status());
+  auto par = OpenParallelRun(o.parallel);
+  if (!par.ok()) return Fail(par.status());
+  if (Status st = par->CheckServingLayout(); !st.ok()) return par->Fail(st);
+  LoadOptions load = o.model.ToLoadOptions();
+  load.parallel = par->layout();
+  auto lm = LoadModel(o.model.model, load);
+  if (!lm.ok()) return par->Fail(lm.status());
+  par->PrintRankMemory(*lm->model, *kv_types);
+  if (!par->root()) return par->Follow(*lm->model, o.model.threads);
   std::shared_ptr<const constraint::CompiledGrammar> grammar;
   if (*spec) {
     if (!lm->tokenizer)
-      return Fail(InvalidArgumentError("a constraint needs the model's tokenizer; it has none"));
+      return par->Fail(InvalidArgumentError("a constraint needs the model's tokenizer; it has none"));
     auto compiled = ConstraintFlags::Compile(*spec, *lm->tokenizer);
-    if (!compiled.ok()) return Fail(compiled.status());
+    if (!compiled.ok()) return par->Fail(compiled.status());
     grammar = *compiled;
   }
   const int32_t n_vocab = lm->config().n_vocab;
 
-  auto kv_types = o.model.kv_cache.ToTypes();
-  if (!kv_types.ok()) return Fail(kv_types.status());
   EngineConfig ec;
   ec.kv_types = *kv_types;
   ec.block_size = o.block_size;
@@ -94,6 +103,7 @@ int RunThroughputBench(const Opts& o) {
   ec.scheduler.max_batch_tokens = o.max_batch_tokens;
   ec.scheduler.max_num_seqs = o.max_num_seqs;
   ec.scheduler.policy = o.policy == "static" ? BatchPolicy::kStatic : BatchPolicy::kContinuous;
+  par->LeadFollowers(ec);
 
   // Workload: lengths uniform in the ranges; the first prefix_share of each prompt is common.
   std::mt19937_64 rng(o.seed);
@@ -127,14 +137,14 @@ int RunThroughputBench(const Opts& o) {
     std::lock_guard<std::mutex> l(mu);
     done.push_back(out.metrics);
   });
-  if (!engine.ok()) return Fail(engine.status());
+  if (!engine.ok()) return par->Fail(engine.status());
   Timer timer;
   // One hand-over: the first step sees every request (static batches are then the first
   // --max-num-seqs requests, not whatever had arrived when the loop woke up).
-  if (auto ids = (*engine)->AddRequests(prompts, options); !ids.ok()) return Fail(ids.status());
+  if (auto ids = (*engine)->AddRequests(prompts, options); !ids.ok()) return par->Fail(ids.status());
   (*engine)->WaitIdle();
   const double elapsed = timer.Seconds();
-  if (Status st = (*engine)->LoopStatus(); !st.ok()) return Fail(st);
+  if (Status st = (*engine)->LoopStatus(); !st.ok()) return par->Fail(st);
   const EngineStats stats = (*engine)->Stats();
 
   int64_t in_tokens = 0, out_tokens = 0, decode_tokens = 0;
@@ -203,6 +213,11 @@ int RunThroughputBench(const Opts& o) {
       stats.kv_peak_full_blocks > 0
           ? 1.0 - static_cast<double>(stats.kv_peak_blocks) / static_cast<double>(stats.kv_peak_full_blocks)
           : 0.0;
+  // Split over ranks: the KV figures above are rank 0's shard; communication is rank 0's time
+  // in the forward's collectives and in sending the steps to the other ranks.
+  j["tensor_parallel"] = o.parallel.tensor_parallel;
+  j["comm_s"] = par->comm_seconds();
+  j["step_send_s"] = par->groups.world->stats().seconds;
   j["block_size"] = o.block_size;
   j["max_batch_tokens"] = o.max_batch_tokens;
   j["max_num_seqs"] = o.max_num_seqs;
@@ -250,6 +265,7 @@ Runner AddBenchThroughputCommand(CLI::App& bench) {
   cmd->add_option("--temp", o->temperature, "sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   o->constraint.Add(cmd, "--json-schema");
+  o->parallel.Add(cmd);
   return [o]() -> int { return RunThroughputBench(*o); };
 }
 

@@ -1,4 +1,7 @@
 // `ferry serve`: an OpenAI-compatible HTTP server over the serving engine (see docs/server.md).
+#include <pthread.h>
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -6,6 +9,7 @@
 #include "base/log.h"
 #include "commands.h"
 #include "engine_flags.h"
+#include "parallel_flags.h"
 #include "server/http_server.h"
 
 namespace ferry::cli {
@@ -17,12 +21,14 @@ Runner AddServeCommand(CLI::App& app) {
     server::ServerConfig server;
     std::string chat_template;
     SpecFlags spec;
+    ParallelFlags parallel;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, metrics)");
   o->model.Add(cmd, /*with_threads=*/true, /*default_model=*/true);
   o->engine.Add(cmd);
   o->spec.Add(cmd);
+  o->parallel.Add(cmd);
   server::ServerConfig& s = o->server;
   cmd->add_option("--host", s.host, "address to bind (0.0.0.0 for every interface)")->capture_default_str();
   cmd->add_option("--port", s.port, "port (0: any free port, logged at start)")
@@ -68,12 +74,28 @@ Runner AddServeCommand(CLI::App& app) {
     if (!kv_types.ok()) return Fail(kv_types.status());
     ec->kv_types = *kv_types;
     if (Status st = o->model.sparsity.CheckSupportedByEngine(); !st.ok()) return Fail(st);
-    auto lm = LoadModel(o->model.model, o->model.ToLoadOptions());
-    if (!lm.ok()) return Fail(lm.status());
+    // Under mpirun, rank 0 serves and the other ranks run its steps on their shards. mpirun
+    // forwards SIGINT/SIGTERM to every rank: they are blocked before MPI starts its threads
+    // (which inherit the mask), so rank 0's server takes them and drains, and the followers
+    // leave them pending and end when rank 0 stops them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    auto par = OpenParallelRun(o->parallel);
+    if (!par.ok()) return Fail(par.status());
+    if (Status st = par->CheckServingLayout(); !st.ok()) return par->Fail(st);
+    LoadOptions load = o->model.ToLoadOptions();
+    load.parallel = par->layout();
+    auto lm = LoadModel(o->model.model, load);
+    if (!lm.ok()) return par->Fail(lm.status());
+    par->PrintRankMemory(*lm->model, *kv_types);
+    if (!par->root()) return par->Follow(*lm->model, ec->threads);
     std::optional<ModelChatTemplate> tmpl;
     if (!o->chat_template.empty()) {
       std::ifstream in(o->chat_template, std::ios::binary);
-      if (!in) return Fail(IoError("{}: cannot open the chat template", o->chat_template));
+      if (!in) return par->Fail(IoError("{}: cannot open the chat template", o->chat_template));
       std::stringstream ss;
       ss << in.rdbuf();
       tmpl = ModelChatTemplate{ss.str(), std::nullopt, std::nullopt};
@@ -84,19 +106,20 @@ Runner AddServeCommand(CLI::App& app) {
     } else if (auto found = FindModelChatTemplate(lm->source->metadata(), o->model.model); found.ok()) {
       tmpl = std::move(*found);
     } else if (found.status().code() != StatusCode::kNotFound) {
-      return Fail(found.status());
+      return par->Fail(found.status());
     }
     server::ServerConfig config = o->server;
     config.engine = *ec;
+    par->LeadFollowers(config.engine);
     SpecDraft draft;  // outlives the engine Serve() runs
     if (o->spec.enabled())
       if (Status s = o->spec.Apply(*lm, o->model.ToLoadOptions(), nullptr, draft, config.engine.spec);
           !s.ok())
-        return Fail(s);
+        return par->Fail(s);
     if (config.served_model_name.empty())
       config.served_model_name = std::filesystem::path(o->model.model).filename().string();
     Status st = server::Serve(*lm, std::move(tmpl), config);
-    return st.ok() ? 0 : Fail(st);
+    return st.ok() ? 0 : par->Fail(st);
   };
 }
 

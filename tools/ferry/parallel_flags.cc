@@ -1,10 +1,12 @@
 #include "parallel_flags.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
 #include "comm/world.h"
 #include "commands.h"
+#include "engine/follower.h"
 #include "sampling/sampler.h"
 
 namespace ferry::cli {
@@ -33,6 +35,7 @@ StatusOr<ParallelRun> OpenParallelRun(const ParallelFlags& flags) {
   FERRY_ASSIGN_OR_RETURN(comm::ProcessGroups g, flags.Open());
   ParallelRun run;
   run.groups = std::move(g);
+  run.comm_timeout_s = flags.comm_timeout_s;
   return run;
 }
 
@@ -67,6 +70,26 @@ int ParallelRun::Fail(const Status& status) const {
   const int code = status.code() == StatusCode::kInvalidArgument ? 2 : 1;
   comm::AbortWorld(code);
   return code;
+}
+
+Status ParallelRun::CheckServingLayout() const {
+  if (layout().pp_size() > 1)
+    return UnsupportedError(
+        "the serving engine does not run over --pipeline-parallel stages yet; split it with "
+        "--tensor-parallel");
+  return Status::Ok();
+}
+
+void ParallelRun::LeadFollowers(EngineConfig& config) const {
+  if (!split()) return;
+  config.followers = groups.world.get();
+  config.follower_heartbeat_s = std::min(1.0, comm_timeout_s / 4);
+  config.on_loop_failure = [this](const Status& status) { Fail(status); };
+}
+
+int ParallelRun::Follow(const Model& model, int32_t threads) const {
+  Status st = RunFollower(model, *groups.world, threads);
+  return st.ok() ? 0 : Fail(st);
 }
 
 }  // namespace ferry::cli

@@ -1,12 +1,15 @@
 // --tensor-parallel / --pipeline-parallel / --comm-timeout for the commands that can run split
-// over MPI ranks (run, ppl, bench; docs/scaling.md). Every rank runs the same command on the
-// same inputs and gets the same logits, so sampling agrees everywhere; only world rank 0 prints.
+// over MPI ranks (run, ppl, bench, serve, bench throughput; docs/scaling.md). run/ppl/bench: every
+// rank runs the same command on the same inputs and gets the same logits, so sampling agrees
+// everywhere; only world rank 0 prints. serve/bench throughput: rank 0 runs the serving engine
+// and the other ranks follow its steps (engine/follower.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 
 #include "comm/process_groups.h"
+#include "engine/engine_core.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 
@@ -23,6 +26,7 @@ struct ParallelFlags {
 
 struct ParallelRun {
   comm::ProcessGroups groups;
+  double comm_timeout_s = 60;
   bool root() const { return groups.world->rank() == 0; }
   bool split() const { return groups.world->size() > 1; }
   ParallelLayout layout() const { return {groups.tp.get(), groups.pp.get()}; }
@@ -35,6 +39,14 @@ struct ParallelRun {
   // Prints the failure (with the rank when split) and returns its exit code; when split, a
   // failure may leave peers waiting, so the whole job is ended with that code.
   int Fail(const Status& status) const;
+
+  // The serving engine (serve, bench throughput) splits by tensor ranks only (for now).
+  Status CheckServingLayout() const;
+  // Rank 0's engine leads the other ranks: a heartbeat well inside --comm-timeout, and a failed
+  // step ends the whole job (the followers cannot go on without rank 0). Nothing when not split.
+  void LeadFollowers(EngineConfig& config) const;
+  // The other ranks: follow rank 0's engine until it stops; the exit code.
+  int Follow(const Model& model, int32_t threads) const;
 };
 
 // Opens the groups or prints why not; the flags' error exit code otherwise.

@@ -1,0 +1,131 @@
+#include "engine/follower.h"
+
+#include <optional>
+
+#include "base/log.h"
+#include "core/thread_pool.h"
+#include "model/paged_kv_cache.h"
+
+namespace ferry {
+namespace {
+
+enum MessageKind : int32_t {
+  kFollowerHeader = 0,  // what the followers contribute to the header all-gather
+  kStart = 1,
+  kStep = 2,
+  kHeartbeat = 3,
+  kStop = 4,
+};
+
+struct Header {
+  int32_t kind = kFollowerHeader;
+  int32_t words = 0;  // int32 words broadcast after the header
+};
+
+// One message: rank 0's header (every rank's gathered) and its words.
+Status Exchange(comm::Communicator& world, Header* header, std::vector<int32_t>* words) {
+  std::vector<Header> all(static_cast<size_t>(world.size()));  // [ranks]
+  FERRY_RETURN_IF_ERROR(world.AllGather(header, sizeof(Header), all.data()));
+  *header = all[0];
+  if (header->words < 0) return InternalError("rank 0 sent a message of {} words", header->words);
+  words->resize(static_cast<size_t>(header->words));
+  if (header->words > 0)
+    FERRY_RETURN_IF_ERROR(world.Broadcast(words->data(), words->size() * sizeof(int32_t), 0));
+  return Status::Ok();
+}
+
+}  // namespace
+
+StepLeader::~StepLeader() {
+  if (failed_) return;
+  words_.clear();
+  if (Status st = Send(kStop); !st.ok())
+    Log(LogLevel::kWarn, "stopping the follower ranks failed: {}", st.ToString());
+}
+
+Status StepLeader::Start(const FollowerCacheShape& shape) {
+  EncodeCacheShape(shape, &words_);
+  return Send(kStart);
+}
+
+Status StepLeader::Step(const StepPlan& plan) {
+  EncodeStepPlan(plan, &words_);
+  return Send(kStep);
+}
+
+Status StepLeader::KeepAlive() {
+  if (since_send_.Seconds() < heartbeat_s_) return Status::Ok();
+  words_.clear();
+  return Send(kHeartbeat);
+}
+
+Status StepLeader::Send(int32_t kind) {
+  if (failed_) return IoError("the follower ranks are gone (an earlier message to them failed)");
+  Header h{kind, static_cast<int32_t>(words_.size())};
+  Status st = Exchange(world_, &h, &words_);
+  if (!st.ok()) failed_ = true;
+  since_send_.Reset();
+  return st;
+}
+
+Status RunFollower(const Model& model, comm::Communicator& world, int32_t threads) {
+  const ModelConfig& mc = model.config();
+  ThreadPool pool(threads);
+  std::optional<PagedKvCache> cache;  // allocated by the first kStart
+  FollowerCacheShape shape;
+  StepPlan plan;
+  ForwardScratch scratch;
+  SparsityStats stats;
+  std::vector<float> logits;  // [batch.NumLogits(), n_vocab] gathered like rank 0's, then unused
+  std::vector<float> hidden;  // [batch.size(), dim] when rank 0 pools embeddings
+  std::vector<int32_t> words;
+  for (;;) {
+    Header h;
+    FERRY_RETURN_IF_ERROR(Exchange(world, &h, &words));
+    switch (h.kind) {
+      case kStop:
+        return Status::Ok();
+      case kHeartbeat:
+        continue;
+      case kStart: {
+        FERRY_ASSIGN_OR_RETURN(shape, DecodeCacheShape(words));
+        cache.reset();
+        FERRY_ASSIGN_OR_RETURN(
+            PagedKvCache c,
+            PagedKvCache::Create(mc.n_layers, shape.num_blocks, shape.block_size, mc.n_kv_heads, mc.head_dim,
+                                 shape.n_slots, shape.max_seq_len, shape.kv_types));
+        cache.emplace(std::move(c));
+        continue;
+      }
+      case kStep:
+        break;
+      default:
+        return InternalError("rank 0 sent a message of unknown kind {}", h.kind);
+    }
+    if (!cache) return InternalError("rank 0 sent a step before the KV cache's shape");
+    FERRY_RETURN_IF_ERROR(DecodeStepPlan(words, &plan));
+    if (static_cast<int32_t>(plan.block_tables.size()) > shape.n_slots)
+      return InternalError("rank 0's step has {} batch slots; the cache holds {}", plan.block_tables.size(),
+                           shape.n_slots);
+    for (const auto& [src, dst] : plan.block_copies) {
+      if (src < 0 || dst < 0 || src >= shape.num_blocks || dst >= shape.num_blocks)
+        return InternalError("rank 0's block copy {} -> {} is outside the {} blocks", src, dst,
+                             shape.num_blocks);
+      cache->CopyBlock(src, dst);
+    }
+    for (size_t slot = 0; slot < plan.block_tables.size(); ++slot)
+      cache->SetBlockTable(static_cast<int32_t>(slot), plan.block_tables[slot]);
+    logits.resize(static_cast<size_t>(plan.batch.NumLogits()) * static_cast<size_t>(mc.n_vocab));
+    ForwardOptions fo;
+    fo.sparsity = &model.sparsity();
+    fo.stats = &stats;
+    fo.scratch = &scratch;
+    if (plan.hidden) {
+      hidden.resize(static_cast<size_t>(plan.batch.size()) * static_cast<size_t>(mc.dim));
+      fo.hidden = hidden.data();
+    }
+    FERRY_RETURN_IF_ERROR(model.Forward(plan.batch, *cache, logits.data(), &pool, fo));
+  }
+}
+
+}  // namespace ferry

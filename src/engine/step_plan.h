@@ -1,0 +1,41 @@
+// StepPlan: what rank 0's engine tells the other ranks of a split model about one step, as
+// xFasterTransformer does: the block copies, each batch slot's block table and the flat batch
+// (token ids, positions, slots, which logits are wanted). Everything else (scheduling, the
+// block manager, sampling) stays on rank 0; the followers run the same forward on their shard
+// of the weights and of the paged KV cache (engine/follower.h).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "model/forward_batch.h"
+#include "model/kv_storage.h"
+
+namespace ferry {
+
+// The paged cache the followers allocate, as rank 0 sized it (--kv-cache-memory may be a
+// fraction of free memory, which differs between machines: rank 0's count is the one).
+struct FollowerCacheShape {
+  int32_t num_blocks = 0, block_size = 0;
+  int32_t n_slots = 0;  // sequences one step can hold (--max-num-seqs)
+  int32_t max_seq_len = 0;
+  KvCacheTypes kv_types;
+};
+
+struct StepPlan {
+  std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst) copy-on-write, before the pass
+  std::vector<std::vector<int32_t>> block_tables;         // [slot][logical block] physical block
+  ForwardBatch batch;
+  bool hidden = false;  // the pass returns final hidden states too (a request pools embeddings)
+};
+
+// Messages are int32 words (the counts first, then the arrays).
+void EncodeCacheShape(const FollowerCacheShape& shape, std::vector<int32_t>* words);
+StatusOr<FollowerCacheShape> DecodeCacheShape(const std::vector<int32_t>& words);
+void EncodeStepPlan(const StepPlan& plan, std::vector<int32_t>* words);
+// Checks every count against the words left, so a damaged message is an error, not a crash.
+Status DecodeStepPlan(const std::vector<int32_t>& words, StepPlan* plan);
+
+}  // namespace ferry

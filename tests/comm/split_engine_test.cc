@@ -1,0 +1,200 @@
+// The serving engine over a model split across two MPI ranks (run by ctest under mpirun -np 2):
+// rank 0 runs EngineCore, leading rank 1, which runs RunFollower on its shard. Every case runs
+// the same requests through an engine over the whole model on rank 0 alone and through the
+// split one, and the outputs must agree token for token: the mixed-prompt batch (greedy,
+// stories260K) plain, with chunked prefill, under preemption and with static batches; prefix
+// caching; n > 1 forks sampling on copied-on-write blocks; prompt-lookup speculation.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "comm/process_groups.h"
+#include "comm/world.h"
+#include "engine/engine_core.h"
+#include "engine/engine_run.h"
+#include "engine/follower.h"
+#include "engine/loaded_model.h"
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+comm::ProcessGroups* g_groups = nullptr;
+const char* kModel = "stories260K.gguf";
+using testing::EngineRun;
+
+std::pair<RequestId, int32_t> K(RequestId id, int32_t branch) {
+  return {id, branch};
+}
+
+EngineConfig Config() {
+  EngineConfig c;
+  c.num_blocks = 256;
+  c.block_size = 16;
+  c.threads = 1;  // two ranks on a small machine
+  c.scheduler.max_batch_tokens = 512;
+  c.scheduler.max_num_seqs = 32;
+  return c;
+}
+
+// 16 mixed-length prompts (3..120 tokens) with mixed output lengths, as the engine tests use.
+void Mixed(std::vector<std::vector<int32_t>>& prompts, std::vector<RequestOptions>& opts) {
+  for (int i = 0; i < 16; ++i) {
+    prompts.push_back(testing::TestPrompt(3 + (i * 53) % 118, i));
+    opts.push_back(testing::GreedyOptions(4 + (i * 7) % 20));
+  }
+}
+
+class SplitEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::HaveAsset(kModel)) return;
+    LoadOptions split;
+    split.parallel = {g_groups->tp.get(), g_groups->pp.get()};
+    auto s = LoadModel(testing::AssetPath(kModel), split);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    split_ = new LoadedModel(std::move(*s));
+    if (g_groups->world->rank() == 0) {
+      auto w = LoadModel(testing::AssetPath(kModel), LoadOptions{});
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      whole_ = new LoadedModel(std::move(*w));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete split_;
+    delete whole_;
+  }
+  void SetUp() override {
+    FERRY_REQUIRE_ASSET(kModel);
+    ASSERT_NE(split_, nullptr);
+  }
+
+  // Rank 0: the requests through the whole model here, then through the split model leading
+  // the followers; returns both runs. Other ranks: follow rank 0's split engine (empty runs).
+  static std::pair<EngineRun, EngineRun> RunBoth(EngineConfig c,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 const std::vector<RequestOptions>& opts) {
+    if (g_groups->world->rank() != 0) {
+      Status st = RunFollower(*split_->model, *g_groups->world, c.threads);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      return {};
+    }
+    EngineRun whole = testing::RunEngineToCompletion(*whole_, c, prompts, opts);
+    c.followers = g_groups->world.get();
+    EngineRun split = testing::RunEngineToCompletion(*split_, c, prompts, opts);
+    return {std::move(whole), std::move(split)};
+  }
+  static bool Leader() { return g_groups->world->rank() == 0; }
+
+  static inline LoadedModel* split_ = nullptr;
+  static inline LoadedModel* whole_ = nullptr;  // rank 0 only
+};
+
+TEST_F(SplitEngineTest, MixedBatchEqualsOneProcessAlsoChunkedPreemptedAndStatic) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> opts;
+  Mixed(prompts, opts);
+  EngineConfig plain = Config(), chunked = Config(), tiny = Config(), stat = Config();
+  chunked.scheduler.max_batch_tokens = 40;  // long prompts split over several steps
+  tiny.num_blocks = 12;  // 192 slots for 16 requests of up to 143 tokens: forces preemption
+  tiny.scheduler.max_batch_tokens = 64;
+  stat.scheduler.policy = BatchPolicy::kStatic;
+  stat.scheduler.max_num_seqs = 5;
+  for (const EngineConfig* c : {&plain, &chunked, &tiny, &stat}) {
+    auto [whole, split] = RunBoth(*c, prompts, opts);
+    if (!Leader()) continue;
+    ASSERT_EQ(whole.tokens.size(), prompts.size());
+    EXPECT_EQ(split.tokens, whole.tokens);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(split.tokens[K(static_cast<RequestId>(i), 0)].size(),
+                static_cast<size_t>(opts[i].max_tokens));
+    EXPECT_EQ(split.stats.steps, whole.stats.steps);
+    if (c == &chunked) {
+      EXPECT_GT(split.stats.steps, 16);
+    }
+    if (c == &tiny) {
+      EXPECT_GT(split.stats.preemptions, 0);
+    }
+  }
+}
+
+TEST_F(SplitEngineTest, PrefixCacheHitsForksAndSpeculationEqualOneProcess) {
+  // Four prompts sharing 64 tokens, one at a time: the later three reuse the first's blocks.
+  const std::vector<int32_t> shared = testing::TestPrompt(64, 3);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> p = shared;
+    std::vector<int32_t> tail = testing::TestPrompt(20 + i, 10 + i);
+    p.insert(p.end(), tail.begin() + 1, tail.end());
+    prompts.push_back(p);
+  }
+  EngineConfig one_at_a_time = Config();
+  one_at_a_time.scheduler.max_num_seqs = 1;
+  auto [whole, split] =
+      RunBoth(one_at_a_time, prompts, std::vector<RequestOptions>(4, testing::GreedyOptions(8)));
+  if (Leader()) {
+    EXPECT_EQ(split.tokens, whole.tokens);
+    EXPECT_EQ(split.stats.prefix_hit_tokens, 3 * 64);
+  }
+
+  // One request sampled with 4 branches (37 tokens: a partly filled last block that every
+  // branch copies on write), and the mixed batch with prompt-lookup drafts verified.
+  RequestOptions fork;
+  fork.sampling.temperature = 1.3f;
+  fork.sampling.seed = 100;
+  fork.max_tokens = 24;
+  fork.ignore_eos = true;
+  fork.n = 4;
+  auto [whole_fork, split_fork] = RunBoth(Config(), {testing::TestPrompt(37, 5)}, {fork});
+  if (Leader()) {
+    EXPECT_EQ(split_fork.tokens.size(), 4u);
+    EXPECT_EQ(split_fork.tokens, whole_fork.tokens);
+    EXPECT_EQ(split_fork.stats.prefill_tokens_computed, 37);
+  }
+  std::vector<std::vector<int32_t>> mixed;
+  std::vector<RequestOptions> opts;
+  Mixed(mixed, opts);
+  EngineConfig spec = Config();
+  spec.spec.ngram = 3;
+  auto [whole_spec, split_spec] = RunBoth(spec, mixed, opts);
+  if (Leader()) {
+    EXPECT_EQ(split_spec.tokens, whole_spec.tokens);
+    EXPECT_GT(split_spec.stats.spec_draft_tokens, 0);
+  }
+}
+
+TEST_F(SplitEngineTest, WhatOnlyRankZeroWouldKnowIsRefused) {
+  // A KV budget evicts on rank 0's decision; the followers' shards would keep the tokens.
+  if (!Leader()) return;  // refused before anything is sent: nothing to follow
+  EngineConfig c = Config();
+  c.followers = g_groups->world.get();
+  c.kv_budget = KvBudgetConfig{};
+  c.kv_budget->policy = KvPolicy::kSink;
+  c.kv_budget->budget = 64;
+  auto core = EngineCore::Create(*split_->model, &*split_->tokenizer, c);
+  ASSERT_FALSE(core.ok());
+  EXPECT_NE(core.status().message().find("not supported over split ranks"), std::string::npos)
+      << core.status().message();
+}
+
+}  // namespace
+}  // namespace ferry
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto world = ferry::comm::OpenWorld({.timeout_s = 30});
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
+    return 1;
+  }
+  const int ranks = (*world)->size();  // all of them tensor-parallel
+  auto groups = ferry::comm::MakeProcessGroups(std::move(*world), ranks, 1);
+  if (!groups.ok()) {
+    std::fprintf(stderr, "%s\n", groups.status().ToString().c_str());
+    return 1;
+  }
+  ferry::g_groups = &*groups;
+  return RUN_ALL_TESTS();
+}
