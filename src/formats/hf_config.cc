@@ -17,7 +17,7 @@ constexpr ArchName kArchs[] = {
     {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3moe"}, {"GraniteForCausalLM", "granite"},
     {"SmolLM3ForCausalLM", "smollm3"}, {"Olmo2ForCausalLM", "olmo2"},       {"Gemma2ForCausalLM", "gemma2"},
-    {"Gemma3ForCausalLM", "gemma3"},
+    {"Gemma3ForCausalLM", "gemma3"},   {"Phi3ForCausalLM", "phi3"},
 };
 
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
@@ -128,6 +128,46 @@ Status GemmaConfig(const nlohmann::json& config, const std::string& path, const 
   return Status::Ok();
 }
 
+// One of LongRoPE's factor lists: rot_dim / 2 positive numbers.
+Status LongRopeFactors(const nlohmann::json& rs, const char* key, const std::string& path, int64_t rot_dim,
+                       std::vector<float>* out) {
+  auto it = rs.find(key);
+  if (it == rs.end() || !it->is_array() || static_cast<int64_t>(it->size()) != rot_dim / 2)
+    return InvalidArgumentError("{}: rope_scaling \"{}\" must list {} numbers (rotated dims / 2)", path, key,
+                                rot_dim / 2);
+  for (const nlohmann::json& v : *it) {
+    if (!v.is_number() || !(v.get<double>() > 0))
+      return InvalidArgumentError("{}: rope_scaling \"{}\" holds a value that is not a positive number", path,
+                                  key);
+    out->push_back(static_cast<float>(v.get<double>()));
+  }
+  return Status::Ok();
+}
+
+// Phi-3 LongRoPE ("longrope", older "su") as llama.cpp's converter writes it (conversion/phi.py):
+// the two factor lists as tensors, the original context, and the attention factor (the
+// config's attention_factor, else sqrt(1 + ln(s) / ln(original)) with s = max_position_embeddings /
+// original, 1 when s <= 1, as transformers computes it).
+Status Phi3LongRope(const nlohmann::json& config, const nlohmann::json& rs, const std::string& path,
+                    int64_t rot_dim, int64_t context, Metadata* meta, HfConfigResult* result) {
+  FERRY_RETURN_IF_ERROR(LongRopeFactors(rs, "long_factor", path, rot_dim, &result->rope_factors_long));
+  FERRY_RETURN_IF_ERROR(LongRopeFactors(rs, "short_factor", path, rot_dim, &result->rope_factors_short));
+  auto orig = JsonInt(config, "original_max_position_embeddings");
+  if (!orig) orig = JsonInt(rs, "original_max_position_embeddings");
+  if (!orig || *orig <= 1 || *orig > (int64_t{1} << 31))
+    return InvalidArgumentError("{}: LongRoPE needs \"original_max_position_embeddings\" > 1", path);
+  const double scale = static_cast<double>(context) / static_cast<double>(*orig);
+  double attn_factor =
+      scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(*orig))) : 1.0;
+  if (auto f = JsonFloat(rs, "attention_factor")) attn_factor = *f;
+  if (!(attn_factor > 0) || !std::isfinite(attn_factor))
+    return InvalidArgumentError("{}: rope_scaling \"attention_factor\" must be positive", path);
+  meta->Set("phi3.rope.scaling.original_context_length",
+            MetaValue::Uint(static_cast<uint64_t>(*orig), Type::kU32));
+  meta->SetFloat("phi3.rope.scaling.attn_factor", attn_factor);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<float> Llama3RopeFactors(double rope_theta, int64_t rot_dim, double factor,
@@ -168,7 +208,8 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
     return UnsupportedError(
         "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, MistralForCausalLM, "
         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM, "
-        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM folders)",
+        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Phi3ForCausalLM "
+        "folders)",
         path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
   const std::string& arch = result->arch;
 
@@ -211,7 +252,16 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   u32("attention.head_count_kv", kv_heads);
   meta->SetFloat(arch + ".attention.layer_norm_rms_epsilon", eps);
   meta->SetFloat(arch + ".rope.freq_base", theta);
-  u32("rope.dimension_count", head_dim);
+  // Partial rotary (Phi-4-mini: 0.75): transformers rotates int(head_dim * factor) dims.
+  int64_t rot_dim = head_dim;
+  if (auto f = JsonFloat(config, "partial_rotary_factor")) {
+    rot_dim = static_cast<int64_t>(static_cast<double>(head_dim) * *f);
+    if (!(*f > 0 && *f <= 1) || rot_dim <= 0 || rot_dim % 2 != 0)
+      return InvalidArgumentError(
+          "{}: \"partial_rotary_factor\" {} must be in (0, 1] and rotate an even number of the {} head dims",
+          path, *f, head_dim);
+  }
+  u32("rope.dimension_count", rot_dim);
   // head_dim may differ from hidden/heads (e.g. Qwen3, Gemma): state it explicitly.
   u32("attention.key_length", head_dim);
   u32("attention.value_length", head_dim);
@@ -244,9 +294,13 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
         if (auto orig = JsonFloat(rs, "original_max_position_embeddings"))
           u32("rope.scaling.original_context_length", static_cast<int64_t>(*orig));
       }
+    } else if ((type == "longrope" || type == "su") && arch == "phi3") {
+      FERRY_RETURN_IF_ERROR(Phi3LongRope(config, rs, path, rot_dim, context, meta, result));
     } else if (type != "default" && !type.empty()) {
-      return UnsupportedError("{}: rope_scaling type '{}' is not supported (llama3, linear, yarn are)", path,
-                              type);
+      return UnsupportedError(
+          "{}: rope_scaling type '{}' is not supported (llama3, linear, yarn are; longrope for "
+          "Phi3ForCausalLM)",
+          path, type);
     }
   }
 

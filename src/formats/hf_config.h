@@ -1,4 +1,5 @@
-// Hugging Face config.json -> GGUF-convention metadata (and the llama3 rope_freqs tensor).
+// Hugging Face config.json -> GGUF-convention metadata (and the llama3 rope_freqs tensor, Phi-3's
+// LongRoPE factor tensors).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,9 @@ struct HfConfigResult {
   std::string arch;               // "llama", "qwen2"
   bool tied_embeddings = false;   // tie_word_embeddings
   std::vector<float> rope_freqs;  // [rot_dim / 2] llama3 divisors; empty when none
+  // [rot_dim / 2] Phi-3 LongRoPE divisors (rope_scaling long_factor / short_factor), written as
+  // llama.cpp's rope_factors_long.weight / rope_factors_short.weight; empty when none.
+  std::vector<float> rope_factors_long, rope_factors_short;
   float norm_shift = 0.0f;        // added to every norm weight at load (gemma: 1, its 1 + w)
 };
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/mapped_file.h"
@@ -158,17 +159,22 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
         dir, weight_map.begin()->first, weight_map.begin()->second);
 
   if (cfg.norm_shift != 0.0f) FERRY_RETURN_IF_ERROR(ShiftNormWeights(dir, cfg.norm_shift, src.get()));
-  if (!cfg.rope_freqs.empty()) {
-    if (seen.count("rope_freqs.weight"))
-      return CorruptFileError("{}: the checkpoint already holds a 'rope_freqs.weight' tensor", dir);
-    const size_t nbytes = cfg.rope_freqs.size() * sizeof(float);
+  // RoPE divisors from config.json (llama3, Phi-3 LongRoPE) as the tensors a GGUF would hold.
+  for (const auto& [name, values] :
+       {std::pair<const char*, const std::vector<float>*>{"rope_freqs.weight", &cfg.rope_freqs},
+        {"rope_factors_long.weight", &cfg.rope_factors_long},
+        {"rope_factors_short.weight", &cfg.rope_factors_short}}) {
+    if (values->empty()) continue;
+    if (seen.count(name))
+      return CorruptFileError("{}: the checkpoint already holds a '{}' tensor", dir, name);
+    const size_t nbytes = values->size() * sizeof(float);
     void* storage = src->AllocateOwned(nbytes);  // [rot_dim / 2] f32
-    if (!storage) return ResourceExhaustedError("{}: out of memory for rope_freqs", dir);
-    std::memcpy(storage, cfg.rope_freqs.data(), nbytes);
+    if (!storage) return ResourceExhaustedError("{}: out of memory for {}", dir, name);
+    std::memcpy(storage, values->data(), nbytes);
     TensorRef ref;
-    ref.name = "rope_freqs.weight";
+    ref.name = name;
     ref.dtype = DType::kF32;
-    ref.shape = {static_cast<int64_t>(cfg.rope_freqs.size())};
+    ref.shape = {static_cast<int64_t>(values->size())};
     ref.data = storage;
     ref.nbytes = nbytes;
     tensors.push_back(std::move(ref));

@@ -19,6 +19,8 @@ constexpr Rename kLayer[] = {
     {"self_attn.v_proj.weight", "attn_v.weight"},
     {"self_attn.v_proj.bias", "attn_v.bias"},
     {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // phi3: q|k|v rows in one tensor
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // phi3: gate|up rows (llama.cpp's ffn_up)
     {"self_attn.o_proj.bias", "attn_output.bias"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},

@@ -28,7 +28,8 @@ struct LayerWeights {
   std::unique_ptr<MoeFfn> moe;        // MoE models: replaces w_gate/w_up/w_down
 };
 
-// x[i] *= s: granite's multipliers, on buffers of a few rows (not worth a kernel).
+// x[i] *= s: granite's multipliers and LongRoPE's attention factor, on buffers of a few rows
+// (not worth a kernel).
 void ScaleInPlace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
@@ -105,6 +106,36 @@ Status ShardLayer(LayerWeights& w, const TensorShard& s, int64_t hd, const std::
   return Status::Ok();
 }
 
+// q, k, v projections (and biases when present) of one layer: attn_q/attn_k/attn_v, or the
+// stacked attn_qkv.weight ([q_dim + 2 kv_dim, dim], q rows then k then v: llama.cpp's
+// create_tensor_qkv, Phi-3's qkv_proj) split into row views, so everything after loading
+// (sharding, packing, StackRows, head pruning) sees the three matrices either way.
+Status LoadQkv(const WeightReader& r, const std::string& p, int64_t q_dim, int64_t kv_dim, int64_t dim,
+               LayerWeights& w) {
+  if (r.Has(p + "attn_qkv.weight")) {
+    FERRY_ASSIGN_OR_RETURN(Linear qkv, r.Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, dim));
+    w.wq = SliceRows(qkv, 0, q_dim);
+    w.wk = SliceRows(qkv, q_dim, kv_dim);
+    w.wv = SliceRows(qkv, q_dim + kv_dim, kv_dim);
+    if (r.Has(p + "attn_qkv.bias")) {
+      FERRY_ASSIGN_OR_RETURN(std::vector<float> b, r.Vector(p + "attn_qkv.bias", q_dim + 2 * kv_dim));
+      w.bq.assign(b.begin(), b.begin() + q_dim);
+      w.bk.assign(b.begin() + q_dim, b.begin() + q_dim + kv_dim);
+      w.bv.assign(b.begin() + q_dim + kv_dim, b.end());
+    }
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(w.wq, r.Matrix(p + "attn_q.weight", q_dim, dim));
+  FERRY_ASSIGN_OR_RETURN(w.wk, r.Matrix(p + "attn_k.weight", kv_dim, dim));
+  FERRY_ASSIGN_OR_RETURN(w.wv, r.Matrix(p + "attn_v.weight", kv_dim, dim));
+  if (r.Has(p + "attn_q.bias")) {
+    FERRY_ASSIGN_OR_RETURN(w.bq, r.Vector(p + "attn_q.bias", q_dim));
+    FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
+    FERRY_ASSIGN_OR_RETURN(w.bv, r.Vector(p + "attn_v.bias", kv_dim));
+  }
+  return Status::Ok();
+}
+
 // Scratch slots of the layer (model/scratch.h).
 enum Slot : int {
   kX,
@@ -147,6 +178,7 @@ class LlamaModel final : public Model {
     ForwardScratch& s;
     const int32_t* slots;  // [n] where each token's K/V live
     bool spread_runs;      // decode batch: one run per thread (see Forward)
+    const float* inv_freq;  // [rot_dim/2] the global layers' RoPE table for this cache's context
   };
 
   Status CheckBatch(const ForwardBatch& batch, const KvCache& kv) const;
@@ -177,7 +209,8 @@ class LlamaModel final : public Model {
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
   std::vector<float> output_norm_;  // [dim]
   std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;      // [rot_dim/2] RoPE angle per position, scaling applied
+  std::vector<float> inv_freq_;       // [rot_dim/2] RoPE angle per position, scaling applied
+  std::vector<float> inv_freq_long_;  // [rot_dim/2] the same with LongRoPE's long factors (phi3)
   std::vector<float> inv_freq_swa_;  // [rot_dim/2] the same for sliding-window layers (gemma)
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
@@ -255,13 +288,16 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.attn_post_norm, r.Vector(p + "post_attention_norm.weight", dim));
       FERRY_ASSIGN_OR_RETURN(w.ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", dim));
     }
-    FERRY_ASSIGN_OR_RETURN(w.wq, r.Matrix(p + "attn_q.weight", q_dim, dim));
-    FERRY_ASSIGN_OR_RETURN(w.wk, r.Matrix(p + "attn_k.weight", kv_dim, dim));
-    FERRY_ASSIGN_OR_RETURN(w.wv, r.Matrix(p + "attn_v.weight", kv_dim, dim));
+    FERRY_RETURN_IF_ERROR(LoadQkv(r, p, q_dim, kv_dim, dim, w));
     FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, q_dim));
     if (cfg.IsMoe()) {
       FERRY_ASSIGN_OR_RETURN(w.moe, MoeFfn::Load(src, cfg, l, options.repack_weights, &pack_pool));
       m->weight_bytes_ += w.moe->ActiveBytesPerToken();
+    } else if (cfg.fused_gate_up) {  // phi3: [2 ffn, dim], gate rows then up rows (views)
+      FERRY_ASSIGN_OR_RETURN(Linear gate_up, r.Matrix(p + "ffn_up.weight", 2 * ffn, dim));
+      w.w_gate = SliceRows(gate_up, 0, ffn);
+      w.w_up = SliceRows(gate_up, ffn, ffn);
+      FERRY_ASSIGN_OR_RETURN(w.w_down, r.Matrix(p + "ffn_down.weight", dim, ffn));
     } else {
       FERRY_ASSIGN_OR_RETURN(w.w_gate, r.Matrix(p + "ffn_gate.weight", ffn, dim));
       FERRY_ASSIGN_OR_RETURN(w.w_up, r.Matrix(p + "ffn_up.weight", ffn, dim));
@@ -272,11 +308,6 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
                     kn = cfg.qk_norm_whole ? kv_dim : cfg.head_dim;
       FERRY_ASSIGN_OR_RETURN(w.q_norm, r.Vector(p + "attn_q_norm.weight", qn));
       FERRY_ASSIGN_OR_RETURN(w.k_norm, r.Vector(p + "attn_k_norm.weight", kn));
-    }
-    if (r.Has(p + "attn_q.bias")) {
-      FERRY_ASSIGN_OR_RETURN(w.bq, r.Vector(p + "attn_q.bias", q_dim));
-      FERRY_ASSIGN_OR_RETURN(w.bk, r.Vector(p + "attn_k.bias", kv_dim));
-      FERRY_ASSIGN_OR_RETURN(w.bv, r.Vector(p + "attn_v.bias", kv_dim));
     }
     if (par.tp_size() > 1) FERRY_RETURN_IF_ERROR(ShardLayer(w, m->shard_, cfg.head_dim, p, m->slices_));
     for (Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
@@ -296,23 +327,31 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
 
   // theta_j = pos * base^(-2j/rot_dim) * freq_scale / factor_j, the exponent built up
   // multiplicatively in float as llama.cpp does, so angles agree to the last bit or so.
+  // Divisors per pair: llama3's rope_freqs.weight; or Phi-3 LongRoPE's short and long factors
+  // (llama.cpp get_rope_factors: rope_freqs first, else long when the context exceeds
+  // n_ctx_orig, else short; either may be missing, then 1).
   const int32_t half = cfg.rot_dim / 2;
-  std::vector<float> factors(static_cast<size_t>(half), 1.0f);
-  if (r.Has("rope_freqs.weight")) {
-    FERRY_ASSIGN_OR_RETURN(factors, r.Vector("rope_freqs.weight", half));
-  }
-  auto inv_freq = [&](float theta, float freq_scale) {
+  const std::vector<float> ones(static_cast<size_t>(half), 1.0f);
+  auto factors = [&](const char* name) -> StatusOr<std::vector<float>> {
+    if (r.Has("rope_freqs.weight")) return r.Vector("rope_freqs.weight", half);
+    if (r.Has(name)) return r.Vector(name, half);
+    return ones;
+  };
+  FERRY_ASSIGN_OR_RETURN(const std::vector<float> short_factors, factors("rope_factors_short.weight"));
+  FERRY_ASSIGN_OR_RETURN(const std::vector<float> long_factors, factors("rope_factors_long.weight"));
+  auto inv_freq = [&](float theta, float freq_scale, const std::vector<float>& div) {
     const float theta_scale = std::pow(theta, -2.0f / static_cast<float>(cfg.rot_dim));
     std::vector<float> out;
     float base = 1.0f;
     for (int32_t j = 0; j < half; ++j) {
-      out.push_back(base * freq_scale / factors[static_cast<size_t>(j)]);
+      out.push_back(base * freq_scale / div[static_cast<size_t>(j)]);
       base *= theta_scale;
     }
     return out;
   };
-  m->inv_freq_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale);
-  m->inv_freq_swa_ = inv_freq(cfg.rope_theta_swa, cfg.rope_freq_scale_swa);
+  m->inv_freq_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale, short_factors);
+  m->inv_freq_long_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale, long_factors);
+  m->inv_freq_swa_ = inv_freq(cfg.rope_theta_swa, cfg.rope_freq_scale_swa, short_factors);
   FERRY_RETURN_IF_ERROR(m->attn_sparsity_.Configure(m->sparsity_, cfg, m->AttentionRefs()));
   // The forward pass and the caller's KV cache see this rank's share of the heads and FFN.
   m->config_.n_heads = m->shard_.n_q;
@@ -505,9 +544,13 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
     }
     const int32_t pos = p.b.positions[static_cast<size_t>(i)];
     if (c.UsesRope(l)) {  // SmolLM3's NoPE layers attend by content alone
-      const float* freq = c.IsSlidingLayer(l) ? inv_freq_swa_.data() : inv_freq_.data();
+      const float* freq = c.IsSlidingLayer(l) ? inv_freq_swa_.data() : p.inv_freq;
       kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
       kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
+      if (c.rope_attn_factor != 1.0f) {  // LongRoPE's scaled cos/sin: the rotated dims only
+        for (int h = 0; h < blk.n_q; ++h) ScaleInPlace(qi + h * hd, c.rot_dim, c.rope_attn_factor);
+        for (int h = 0; h < blk.n_kv; ++h) ScaleInPlace(ki + h * hd, c.rot_dim, c.rope_attn_factor);
+      }
     }
     if (qi != q + i * qd) std::copy_n(qi, qd, q + i * qd);
     WriteKv(p, l, blk, i, ki, vi);
@@ -623,7 +666,10 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                            static_cast<int64_t>(s.runs.size()) == n &&
                            int64_t{max_slot + 1} * pool->size() <= sum_keys && !so.UsesSparseAttention() &&
                            !kv.AttentionWeightSums(0, b.seq_ids[0]);
-  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs};
+  // LongRoPE (phi3): the long factors when the cache holds a longer context than the original
+  // one, as llama.cpp decides by n_ctx_seq; the same for every token of the pass.
+  const float* inv_freq = c.UsesLongRopeFactors(kv.MaxSeqLen()) ? inv_freq_long_.data() : inv_freq_.data();
+  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs, inv_freq};
   const int64_t dim = c.dim;
   float* x = s.layer.Floats(kX, n * dim);      // [n, dim] residual stream
   float* xn = s.layer.Floats(kXn, n * dim);    // [n, dim] normalized

@@ -126,12 +126,12 @@ float ModelConfig::AttentionScale() const {
 }
 
 Status CheckArchitecture(const std::string& arch) {
-  for (const char* known :
-       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2", "gemma2", "gemma3"})
+  for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
+                            "gemma2", "gemma3", "phi3"})
     if (arch == known) return Status::Ok();
   return UnsupportedError(
       "architecture '{}' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, "
-      "smollm3, olmo2, gemma2, gemma3)",
+      "smollm3, olmo2, gemma2, gemma3, phi3)",
       arch);
 }
 
@@ -174,7 +174,15 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen2moe" || c.arch == "qwen3" || c.arch == "qwen3moe";
-  c.rope_neox = qwen || c.arch == "olmo2" || md.GetBool("ferry.rope.neox").value_or(false);
+  c.rope_neox =
+      qwen || c.arch == "olmo2" || c.arch == "phi3" || md.GetBool("ferry.rope.neox").value_or(false);
+  c.rope_attn_factor = static_cast<float>(md.GetFloat(p + "rope.scaling.attn_factor").value_or(1.0));
+  c.n_ctx_orig =
+      static_cast<int32_t>(md.GetInt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train));
+  // phi3 (llama.cpp src/models/phi3.cpp): gate|up in one ffn_up tensor. Its sliding window
+  // (Phi-3's "attention.sliding_window") is ignored, as llama.cpp does ("Phi SWA is currently
+  // disabled"), so the two agree; Phi-4 GGUFs write 0 there.
+  c.fused_gate_up = c.arch == "phi3";
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
   c.qk_norm_whole = c.arch == "olmo2";
   c.pre_norms = c.arch != "olmo2";
@@ -216,6 +224,11 @@ Status ModelConfig::Validate() const {
   if (rot_dim <= 0 || rot_dim > head_dim || rot_dim % 2 != 0)
     return InvalidArgumentError("rope.dimension_count {} must be even and at most the head size {}", rot_dim,
                                 head_dim);
+  if (!(rope_attn_factor > 0.0f) || !std::isfinite(rope_attn_factor) || n_ctx_orig < 0)
+    return InvalidArgumentError(
+        "{}.rope.scaling.attn_factor ({}) must be positive and finite, "
+        "rope.scaling.original_context_length ({}) not negative",
+        arch, rope_attn_factor, n_ctx_orig);
   if (!(rms_eps > 0.0f) || !(rope_theta > 0.0f))
     return InvalidArgumentError("rms epsilon ({}) and rope freq_base ({}) must be positive", rms_eps,
                                 rope_theta);

@@ -13,7 +13,7 @@ namespace ferry {
 
 struct ModelConfig {
   std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
-                     // "gemma2", "gemma3"
+                     // "gemma2", "gemma3", "phi3"
   std::string name;  // general.name, for display
   int32_t n_vocab = 0;
   int32_t dim = 0;  // embedding width
@@ -28,6 +28,14 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: positions are multiplied by this
   bool rope_neox = false;        // rotate-half pairs (j, j+rot/2) instead of (2j, 2j+1)
+  // llama.cpp's rope.scaling.attn_factor (Phi-3's LongRoPE): the rotated dims of q and k are
+  // multiplied by it (cos and sin scaled), the rest of each head is left as it is.
+  float rope_attn_factor = 1.0f;
+  // Phi-3 LongRoPE: contexts longer than this ("{arch}.rope.scaling.original_context_length",
+  // default n_ctx_train) divide the RoPE frequencies by rope_factors_long.weight, others by
+  // rope_factors_short.weight (llama.cpp get_rope_factors, chosen by the context size). 0: unset.
+  int32_t n_ctx_orig = 0;
+  bool UsesLongRopeFactors(int32_t context) const { return n_ctx_orig > 0 && context > n_ctx_orig; }
   // Layers whose q/k get no RoPE at all (SmolLM3's NoPE layers); [n_layers], empty: RoPE everywhere.
   std::vector<uint8_t> nope_layers;
   bool UsesRope(int32_t layer) const {
@@ -56,6 +64,9 @@ struct ModelConfig {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   bool gelu_ffn = false;  // gemma: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU
+  // phi3: ffn_up.weight holds gate and up stacked ([2 ffn_dim, dim], gate rows first); q/k/v
+  // may come stacked as attn_qkv.weight ([q_dim + 2 kv_dim, dim]) whatever the architecture.
+  bool fused_gate_up = false;
   // Granite's multipliers (llama.cpp's f_*_scale; 0 = absent): the embeddings are multiplied by
   // embedding_scale, attention scores by attention_scale (instead of 1/sqrt(head_dim)), each
   // block's output by residual_scale before its residual add, and the logits divided by logit_scale.

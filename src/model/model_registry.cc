@@ -26,6 +26,7 @@ constexpr Entry kArchitectures[] = {
     {"olmo2", &CreateLlamaModel},     // post norms only, q/k norms over the whole projection
     {"gemma2", &CreateLlamaModel},    // pre+post norms, GeGLU, soft-capping, sliding-window layers
     {"gemma3", &CreateLlamaModel},    // gemma2 without soft-capping, with q/k norms, 5:1 sliding layers
+    {"phi3", &CreateLlamaModel},      // fused qkv / gate_up, partial rotary, LongRoPE factors
 };
 
 }  // namespace

@@ -40,6 +40,10 @@ const std::vector<ModelPreset> kPresets = {
     // with 6 layers for its 5 sliding + 1 global pattern.
     {"gemma2-tiny", "gemma2", 512, 64, 4, 4, 2, 192, 512, 10000.0f, true, 0, 0, 0, 16, 32, 0.05f, 0.5f},
     {"gemma3-tiny", "gemma3", 512, 64, 6, 4, 2, 192, 512, 1000000.0f, true, 0, 0, 0, 32, 32},
+    // phi3: Phi-4-mini's partial rotary (12 of head_dim 16 rotated) and LongRoPE with an original
+    // context of 64, so the 128-token perplexity windows run the long factors and the 48-token
+    // test prompts (on a 64-position cache) the short ones; untied as Phi-3-mini.
+    {"phi3-tiny", "phi3", 512, 64, 2, 4, 2, 192, 512, 10000.0f, false, 0, 0, 0, 0, 0, 0.0f, 0.0f, 12, 64},
     // Real shapes (config.json of Qwen/Qwen3-0.6B, ibm-granite/granite-3.3-2b-base,
     // HuggingFaceTB/SmolLM3-3B).
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, 0, 0, 0, 128},
@@ -51,6 +55,9 @@ const std::vector<ModelPreset> kPresets = {
     {"gemma2-2b", "gemma2", 256000, 2304, 26, 8, 4, 9216, 8192, 10000.0f, true, 0, 0, 0, 256, 4096, 50.0f,
      30.0f},
     {"gemma3-1b", "gemma3", 262144, 1152, 26, 4, 1, 6912, 32768, 1000000.0f, true, 0, 0, 0, 256, 512},
+    // microsoft/Phi-4-mini-instruct: partial_rotary_factor 0.75, LongRoPE from 4096 to 131072.
+    {"phi4-mini", "phi3", 200064, 3072, 32, 24, 8,    8192, 131072, 10000.0f,
+     true,        0,      0,      0,    0,  0,  0.0f, 0.0f, 96,     4096},
 };
 
 // Granite 3.x's multipliers (granite-3.3-2b's config.json): llama.cpp's GGUF keys.
@@ -188,8 +195,9 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
 
 struct PlannedTensor {
   // kRouter: f32 random (MoE router, shared gate); kQkNorm: f32 1 + noise (qwen3 q/k norms,
-  // olmo2's q/k and post norms).
-  enum Kind { kMatrix, kNorm, kBias, kRouter, kQkNorm };
+  // olmo2's q/k and post norms); kRopeShort / kRopeLong: f32 LongRoPE divisors exp(|N(0, s^2)|),
+  // s 0.2 / 1 (all >= 1, the long ones larger, as Phi-3's).
+  enum Kind { kMatrix, kNorm, kBias, kRouter, kQkNorm, kRopeShort, kRopeLong };
   std::string name;
   std::vector<int64_t> shape;  // outermost first
   Kind kind;
@@ -237,7 +245,12 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   md.SetUint(a + "embedding_length", static_cast<uint64_t>(p.dim));
   md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
   md.SetUint(a + "feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
-  md.SetUint(a + "rope.dimension_count", static_cast<uint64_t>(head_dim));
+  md.SetUint(a + "rope.dimension_count", static_cast<uint64_t>(p.RotDim()));
+  if (p.n_ctx_orig > 0) {  // LongRoPE (llama.cpp conversion/phi.py)
+    md.SetUint(a + "rope.scaling.original_context_length", static_cast<uint64_t>(p.n_ctx_orig));
+    const double scale = static_cast<double>(p.n_ctx) / p.n_ctx_orig;
+    md.SetFloat(a + "rope.scaling.attn_factor", std::sqrt(1.0 + std::log(scale) / std::log(p.n_ctx_orig)));
+  }
   if (p.head_dim > 0) {
     md.SetUint(a + "attention.key_length", static_cast<uint64_t>(head_dim));
     md.SetUint(a + "attention.value_length", static_cast<uint64_t>(head_dim));
@@ -265,15 +278,24 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   using K = PlannedTensor::Kind;
   const bool bias = p.arch == "qwen2" || p.arch == "qwen2moe";
   std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
+  if (p.n_ctx_orig > 0) {
+    plan.push_back({"rope_factors_long.weight", {p.RotDim() / 2}, K::kRopeLong});
+    plan.push_back({"rope_factors_short.weight", {p.RotDim() / 2}, K::kRopeShort});
+  }
+  const bool phi3 = p.arch == "phi3";  // q|k|v in one attn_qkv, gate|up in one ffn_up
   for (int32_t l = 0; l < p.n_layers; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
     const bool olmo2 = p.arch == "olmo2";  // no pre norms; post norms; q/k norms over all heads
     // gemma: pre and post norms, all 1 + noise (GGUFs hold gemma's 1 + w as the weight).
     const bool gemma = p.arch == "gemma2" || p.arch == "gemma3";
     if (!olmo2) plan.push_back({b + "attn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
-    plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
-    plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
-    plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
+    if (phi3) {
+      plan.push_back({b + "attn_qkv.weight", {q_dim + 2 * kv_dim, p.dim}, K::kMatrix});
+    } else {
+      plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
+    }
     if (p.arch == "qwen3" || p.arch == "qwen3moe" || p.arch == "gemma3") {
       plan.push_back({b + "attn_q_norm.weight", {head_dim}, K::kQkNorm});
       plan.push_back({b + "attn_k_norm.weight", {head_dim}, K::kQkNorm});
@@ -307,6 +329,9 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
         plan.push_back({b + "ffn_up_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
         plan.push_back({b + "ffn_down_shexp.weight", {p.dim, p.shared_ffn_dim}, K::kMatrix});
       }
+    } else if (phi3) {
+      plan.push_back({b + "ffn_up.weight", {2 * p.ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
     } else {
       plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, K::kMatrix});
       plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, K::kMatrix});
@@ -359,6 +384,9 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
         } else if (t.kind == K::kQkNorm) {
           FillNormal(row.data(), cols, options.qk_norm_stddev, seed);
           for (float& v : row) v += 1.0f;
+        } else if (t.kind == K::kRopeShort || t.kind == K::kRopeLong) {
+          FillNormal(row.data(), cols, t.kind == K::kRopeLong ? 1.0f : 0.2f, seed);
+          for (float& v : row) v = std::exp(std::fabs(v));
         } else {
           // Router rows ~ N(0, (2/sqrt(cols))^2): logits of a normalized input then have a spread
           // of about 2, so routing is decisive rather than near-uniform at any width.

@@ -15,7 +15,7 @@ namespace ferry {
 struct ModelPreset {
   std::string name;
   std::string arch;  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms), "qwen3moe", "granite",
-                     // "smollm3", "olmo2" (post norms), "gemma2", "gemma3"
+                     // "smollm3", "olmo2" (post norms), "gemma2", "gemma3", "phi3" (fused qkv and gate_up)
   int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
   float rope_theta;
   bool tied_embeddings;
@@ -27,11 +27,16 @@ struct ModelPreset {
   // gemma: attention.sliding_window (0: key not written) and the soft-caps (0: not written).
   int32_t sliding_window = 0;
   float attn_softcap = 0.0f, final_softcap = 0.0f;
+  // phi3: the dims of each head RoPE rotates (0: all; Phi-4-mini's partial_rotary_factor 0.75)
+  // and LongRoPE's original context (0: none; else rope_factors_short/long.weight, the attention
+  // factor sqrt(1 + ln(n_ctx / n_ctx_orig) / ln(n_ctx_orig)) and the original context are written).
+  int32_t rot_dim = 0, n_ctx_orig = 0;
+  int32_t RotDim() const { return rot_dim > 0 ? rot_dim : HeadDim(); }
 };
 
 // New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
-// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny" and the real shapes "qwen3-0.6b", "granite-3-2b", "smollm3-3b",
-// "olmo2-1b", "gemma2-2b", "gemma3-1b".
+// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny" and the real shapes "qwen3-0.6b", "granite-3-2b",
+// "smollm3-3b", "olmo2-1b", "gemma2-2b", "gemma3-1b", "phi4-mini".
 // "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m", "tinyllama-1.1b", "smollm-draft"
 // (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared
 // expert, unnormalized weights), "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and

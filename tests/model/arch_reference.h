@@ -1,5 +1,5 @@
 // A plain scalar forward pass of the llama-family architectures (llama, qwen3, qwen3moe, granite,
-// smollm3, olmo2, gemma2, gemma3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and
+// smollm3, olmo2, gemma2, gemma3, phi3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and
 // sharing no code with model/llama.cc: it reads the metadata keys and tensors itself, in double precision,
 // one token at a time over the whole prefix. Slow and obvious on purpose.
 #pragma once
@@ -32,7 +32,15 @@ class ReferenceForward {
     experts_ = md.GetInt(p + "expert_count").value_or(0);
     experts_used_ = md.GetInt(p + "expert_used_count").value_or(0);
     vocab_ = *md.GetInt(p + "vocab_size");
-    neox_ = arch_.rfind("qwen", 0) == 0 || arch_ == "olmo2" || md.GetBool("ferry.rope.neox").value_or(false);
+    neox_ = arch_.rfind("qwen", 0) == 0 || arch_ == "olmo2" || arch_ == "phi3" ||
+            md.GetBool("ferry.rope.neox").value_or(false);
+    rot_ = md.GetInt(p + "rope.dimension_count").value_or(hd_);
+    // phi3 (src/models/phi3.cpp, llama_model::get_rope_factors): LongRoPE divisors and the
+    // attention factor on the rotated dims' cos and sin.
+    phi3_ = arch_ == "phi3";
+    rope_attn_factor_ = md.GetFloat(p + "rope.scaling.attn_factor").value_or(1.0);
+    n_ctx_orig_ = md.GetInt(p + "rope.scaling.original_context_length")
+                      .value_or(md.GetInt(p + "context_length").value_or(2048));
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe";
     olmo2_ = arch_ == "olmo2";
     // gemma (src/models/gemma2.cpp, gemma3.cpp and their load_arch_hparams defaults).
@@ -62,8 +70,13 @@ class ReferenceForward {
     }
   }
 
-  // logits: [n, vocab] for tokens at positions 0..n-1 of one sequence.
-  std::vector<double> Run(const std::vector<int32_t>& toks) const {
+  // logits: [n, vocab] for tokens at positions 0..n-1 of one sequence, in a context of n_ctx
+  // positions (which picks LongRoPE's long or short factors; 0: short).
+  std::vector<double> Run(const std::vector<int32_t>& toks, int64_t n_ctx = 0) const {
+    const char* factors_name = n_ctx > n_ctx_orig_ ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    const std::vector<double> factors = src_.FindTensor(factors_name)
+                                            ? T(factors_name)
+                                            : std::vector<double>(static_cast<size_t>(rot_ / 2), 1.0);
     const int64_t n = static_cast<int64_t>(toks.size()), q_dim = heads_ * hd_, kv_dim = kv_heads_ * hd_;
     const std::vector<double> emb = T("token_embd.weight");
     std::vector<double> x(static_cast<size_t>(n * dim_));  // [n, dim] residual stream
@@ -74,9 +87,14 @@ class ReferenceForward {
       const std::string b = "blk." + std::to_string(l) + ".";
       // olmo2 (llama.cpp src/models/olmo2.cpp): no pre norms; attention and FFN read x itself.
       std::vector<double> xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "attn_norm.weight"));
-      std::vector<double> q = MatMul(T(b + "attn_q.weight"), xn, n, q_dim, dim_);  // [n, heads, hd]
-      std::vector<double> k = MatMul(T(b + "attn_k.weight"), xn, n, kv_dim, dim_);
-      std::vector<double> v = MatMul(T(b + "attn_v.weight"), xn, n, kv_dim, dim_);
+      // phi3: one attn_qkv.weight, q rows then k then v.
+      const std::vector<double> wqkv = phi3_ ? T(b + "attn_qkv.weight") : std::vector<double>();
+      std::vector<double> q = phi3_ ? MatMul(wqkv, xn, n, q_dim, dim_)  // [n, heads, hd]
+                                    : MatMul(T(b + "attn_q.weight"), xn, n, q_dim, dim_);
+      std::vector<double> k = phi3_ ? MatMul(wqkv, xn, n, kv_dim, dim_, q_dim * dim_)
+                                    : MatMul(T(b + "attn_k.weight"), xn, n, kv_dim, dim_);
+      std::vector<double> v = phi3_ ? MatMul(wqkv, xn, n, kv_dim, dim_, (q_dim + kv_dim) * dim_)
+                                    : MatMul(T(b + "attn_v.weight"), xn, n, kv_dim, dim_);
       if (qk_norm_) {  // every head of q and k on its own
         q = Norm(q, n * heads_, hd_, T(b + "attn_q_norm.weight"));
         k = Norm(k, n * kv_heads_, hd_, T(b + "attn_k_norm.weight"));
@@ -87,8 +105,8 @@ class ReferenceForward {
       }
       const bool slides = sliding_[static_cast<size_t>(l)];
       if (rope_[static_cast<size_t>(l)]) {
-        Rope(q, n, heads_, slides ? theta_swa_ : theta_);
-        Rope(k, n, kv_heads_, slides ? theta_swa_ : theta_);
+        Rope(q, n, heads_, slides ? theta_swa_ : theta_, factors);
+        Rope(k, n, kv_heads_, slides ? theta_swa_ : theta_, factors);
       }
       const double scale = attn_scale_ != 0 ? attn_scale_ : 1.0 / std::sqrt(static_cast<double>(hd_));
       std::vector<double> att(static_cast<size_t>(n * q_dim));  // [n, heads, hd]
@@ -112,8 +130,10 @@ class ReferenceForward {
       AddScaled(x, PostNorm(MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim), n,
                             b + "post_attention_norm"));
       xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "ffn_norm.weight"));
-      AddScaled(x, PostNorm(experts_ > 0 ? Moe(b, xn, n) : SwiGlu(b + "ffn_", ".weight", xn, n), n,
-                            b + "post_ffw_norm"));
+      AddScaled(x, PostNorm(experts_ > 0 ? Moe(b, xn, n)
+                            : phi3_      ? FusedSwiGlu(b, xn, n)
+                                         : SwiGlu(b + "ffn_", ".weight", xn, n),
+                            n, b + "post_ffw_norm"));
     }
     std::vector<double> logits = MatMul(src_.FindTensor("output.weight") ? T("output.weight") : emb,
                                         Norm(x, n, dim_, T("output_norm.weight")), n, vocab_, dim_);
@@ -157,16 +177,22 @@ class ReferenceForward {
     return y;
   }
   static double SoftCap(double x, double cap) { return cap > 0 ? cap * std::tanh(x / cap) : x; }
-  void Rope(std::vector<double>& x, int64_t n, int64_t heads, double theta) const {
-    const int64_t half = hd_ / 2;
+  // The first rot_ dims of each head rotate (partial rotary), pair j's angle divided by
+  // factors[j]; cos and sin times LongRoPE's attention factor.
+  void Rope(std::vector<double>& x, int64_t n, int64_t heads, double theta,
+            const std::vector<double>& factors) const {
+    const int64_t half = rot_ / 2;
+    const double m = rope_attn_factor_;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t j = 0; j < half; ++j) {
-          const double a = static_cast<double>(i) * std::pow(theta, -2.0 * static_cast<double>(j) / hd_);
+          const double a = static_cast<double>(i) * std::pow(theta, -2.0 * static_cast<double>(j) / rot_) /
+                           factors[static_cast<size_t>(j)];
           double* row = &x[(i * heads + h) * hd_];
           double& x0 = neox_ ? row[j] : row[2 * j];
           double& x1 = neox_ ? row[j + half] : row[2 * j + 1];
-          const double r0 = x0 * std::cos(a) - x1 * std::sin(a), r1 = x0 * std::sin(a) + x1 * std::cos(a);
+          const double c = m * std::cos(a), s = m * std::sin(a);
+          const double r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
           x0 = r0;
           x1 = r1;
         }
@@ -199,6 +225,15 @@ class ReferenceForward {
              u[i];
     return MatMul(wd, g, n, dim_, ffn, e * ffn * dim_);
   }
+  // phi3: ffn_up.weight [2 ffn, dim] is gate rows then up rows (llama.cpp LLM_FFN_SWIGLU on
+  // one tensor: silu(first half) * second half).
+  std::vector<double> FusedSwiGlu(const std::string& b, const std::vector<double>& xn, int64_t n) const {
+    const std::vector<double> wgu = T(b + "ffn_up.weight"), wd = T(b + "ffn_down.weight");
+    const int64_t ffn = static_cast<int64_t>(wgu.size()) / dim_ / 2;
+    std::vector<double> g = MatMul(wgu, xn, n, ffn, dim_), u = MatMul(wgu, xn, n, ffn, dim_, ffn * dim_);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    return MatMul(wd, g, n, dim_, ffn);
+  }
   // qwen3moe (llama.cpp build_moe_ffn, softmax gating, top-k weights renormalized to sum 1).
   std::vector<double> Moe(const std::string& b, const std::vector<double>& xn, int64_t n) const {
     const std::vector<double> logits = MatMul(T(b + "ffn_gate_inp.weight"), xn, n, experts_, dim_);
@@ -222,11 +257,11 @@ class ReferenceForward {
 
   const formats::WeightSource& src_;
   std::string arch_;
-  int64_t dim_, layers_, heads_, kv_heads_, hd_, experts_, experts_used_, vocab_;
+  int64_t dim_, layers_, heads_, kv_heads_, hd_, rot_, experts_, experts_used_, vocab_, n_ctx_orig_;
   double eps_, theta_, emb_scale_ = 0, attn_scale_ = 0, res_scale_ = 0, logit_scale_ = 0;
-  double attn_softcap_ = 0, final_softcap_ = 0, theta_swa_ = 0;
+  double attn_softcap_ = 0, final_softcap_ = 0, theta_swa_ = 0, rope_attn_factor_ = 1;
   int64_t window_ = 0;
-  bool neox_, qk_norm_, olmo2_, gemma_ = false;
+  bool neox_, qk_norm_, olmo2_, gemma_ = false, phi3_ = false;
   std::vector<bool> sliding_;  // [layers] true: a sliding-window layer
   std::vector<bool> rope_;     // [layers] false: a NoPE layer
 };

@@ -1,9 +1,10 @@
-// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2, gemma2, gemma3): each tiny preset
-// against the plain scalar reference of arch_reference.h on every ISA table, the config each reads from its
-// GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
+// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3): each tiny
+// preset against the plain scalar reference of arch_reference.h on every ISA table, the config each reads
+// from its GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,7 +25,7 @@ namespace ferry {
 namespace {
 
 const char* const kTinyPresets[] = {"qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
-                                    "olmo2-tiny", "gemma2-tiny",   "gemma3-tiny"};
+                                    "olmo2-tiny", "gemma2-tiny",   "gemma3-tiny",  "phi3-tiny"};
 // Longer than the gemma presets' sliding window (32), so the window masks keys.
 constexpr int kPromptLen = 48;
 
@@ -34,10 +35,10 @@ std::vector<int32_t> Prompt(int n) {
   return t;
 }
 
-// Logits [n, vocab] of the whole prompt in one batch, on an f32 KV cache.
-std::vector<float> Logits(const Model& m, const std::vector<int32_t>& toks) {
+// Logits [n, vocab] of the whole prompt in one batch, on an f32 KV cache of `context` positions.
+std::vector<float> Logits(const Model& m, const std::vector<int32_t>& toks, int32_t context = 64) {
   const ModelConfig& c = m.config();
-  auto kv = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, KvCacheTypes::F32());
+  auto kv = ContiguousKvCache::Create(c.n_layers, 1, context, c.n_kv_heads, c.head_dim, KvCacheTypes::F32());
   EXPECT_TRUE(kv.ok());
   ForwardBatch b;
   for (size_t i = 0; i < toks.size(); ++i) b.Add(toks[i], static_cast<int32_t>(i), 0, true);
@@ -121,6 +122,40 @@ TEST(Architectures, ConfigFromGgufKeys) {
   EXPECT_FLOAT_EQ(g3.rope_theta, 1000000.0f);
   EXPECT_EQ(g3.attn_softcap, 0.0f);
   EXPECT_EQ(g3.final_softcap, 0.0f);
+  const ModelConfig phi = open("phi3-tiny");
+  EXPECT_TRUE(phi.fused_gate_up && phi.rope_neox && phi.pre_norms && !phi.post_norms && !phi.qk_norm);
+  EXPECT_EQ(phi.head_dim, 16);
+  EXPECT_EQ(phi.rot_dim, 12);  // partial rotary
+  EXPECT_EQ(phi.n_ctx_orig, 64);
+  EXPECT_FLOAT_EQ(phi.rope_attn_factor, std::sqrt(1.5f));  // sqrt(1 + ln(512 / 64) / ln(64))
+  EXPECT_FALSE(phi.UsesLongRopeFactors(64));
+  EXPECT_TRUE(phi.UsesLongRopeFactors(65));
+  EXPECT_EQ(phi.sliding_window, 0);
+}
+
+// LongRoPE: a cache longer than the original context (64) rotates with the long factors, on
+// every ISA, as the reference does; the short and long logits differ, so the choice is seen.
+TEST(Architectures, Phi3LongRopeFactorsFollowTheContext) {
+  testing::OpenedModel om =
+      testing::OpenTestModel(testing::WriteSyntheticTestModel(testing::TempDir(), "phi3-tiny", DType::kF32));
+  ASSERT_TRUE(om.src);
+  const auto toks = Prompt(kPromptLen);
+  const std::vector<double> ref_long = testing::ReferenceForward(*om.src).Run(toks, 128);
+  for (kernels::Isa isa : testing::TestIsas()) {
+    testing::ScopedIsa guard(isa);
+    auto m = CreateModel(*om.src);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const std::vector<float> got = Logits(**m, toks, 128), short_ctx = Logits(**m, toks, 64);
+    double max_diff = 0, max_ref = 0, long_vs_short = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(got[i] - ref_long[i]));
+      max_ref = std::max(max_ref, std::fabs(ref_long[i]));
+      long_vs_short = std::max(long_vs_short, static_cast<double>(std::fabs(got[i] - short_ctx[i])));
+    }
+    EXPECT_GT(max_ref, 0.1);
+    EXPECT_LE(max_diff, 1e-4 * max_ref) << kernels::IsaName(isa);
+    EXPECT_GT(long_vs_short, 100 * max_diff) << kernels::IsaName(isa);
+  }
 }
 
 // Sliding-window layers on the paged cache: a prefill of 20 tokens then one token per step,
@@ -191,7 +226,9 @@ TEST(Architectures, GraniteNeedsLogitScale) {
 // --- Hugging Face folders of the same weights --------------------------------------------
 
 // llama.cpp tensor name -> transformers' (the inverse of formats/hf_names.cc, written out).
-std::string HfName(const std::string& g, bool gemma) {
+std::string HfName(const std::string& g, bool gemma, bool phi3) {
+  if (phi3 && g.ends_with(".ffn_up.weight"))  // phi3's gate|up rows
+    return "model.layers." + g.substr(4, g.find('.', 4) - 4) + ".mlp.gate_up_proj.weight";
   if (gemma &&
       g.ends_with(".ffn_norm.weight"))  // gemma's FFN pre norm (post_attention_layernorm is its post norm)
     return "model.layers." + g.substr(4, g.find('.', 4) - 4) + ".pre_feedforward_layernorm.weight";
@@ -204,6 +241,7 @@ std::string HfName(const std::string& g, bool gemma) {
       {"attn_k.weight", "self_attn.k_proj.weight"},
       {"attn_v.weight", "self_attn.v_proj.weight"},
       {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
       {"attn_q_norm.weight", "self_attn.q_norm.weight"},
       {"attn_k_norm.weight", "self_attn.k_norm.weight"},
       {"ffn_gate.weight", "mlp.gate_proj.weight"},
@@ -236,6 +274,7 @@ void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, cons
   std::vector<formats::SafetensorsTensor> out;
   for (const formats::TensorRef& t : gguf.tensors()) {
     ASSERT_EQ(t.dtype, DType::kF32) << t.name;
+    if (t.name.rfind("rope_factors_", 0) == 0) continue;  // config.json's rope_scaling (Phi3Config)
     const auto* f = static_cast<const float*>(t.data);
     if (t.name.ends_with("_exps.weight")) {  // [E, rows, cols] -> one tensor per expert
       const std::string which =
@@ -261,7 +300,8 @@ void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, cons
       for (int64_t r = 0; r < t.shape[0]; ++r)
         std::copy_n(f + GgufRow(r, c.head_dim) * cols, cols, w.begin() + r * cols);
     }
-    out.push_back({HfName(t.name, c.gelu_ffn), DType::kF32, t.shape, w.data(), w.size() * 4});
+    out.push_back(
+        {HfName(t.name, c.gelu_ffn, c.fused_gate_up), DType::kF32, t.shape, w.data(), w.size() * 4});
   }
   ASSERT_TRUE(formats::WriteSafetensors(dir + "/model.safetensors", out).ok());
   std::ofstream(dir + "/config.json")
@@ -272,6 +312,27 @@ void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, cons
       << ", \"rope_theta\": " << c.rope_theta
       << ", \"tie_word_embeddings\": " << (gguf.FindTensor("output.weight") ? "false" : "true")
       << extra_config << "}";
+}
+
+// Phi-3's config.json keys for the phi3-tiny GGUF: its partial rotary factor and contexts, and
+// LongRoPE's factor lists copied from the GGUF's rope_factors_long/short tensors.
+std::string Phi3Config(const formats::WeightSource& gguf, const ModelConfig& c) {
+  auto list = [&](const char* name) {
+    const formats::TensorRef* t = gguf.FindTensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    std::string s = "[";
+    for (int64_t i = 0; t && i < t->NumElements(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.9g", i ? ", " : "", static_cast<const float*>(t->data)[i]);
+      s += buf;
+    }
+    return s + "]";
+  };
+  return ", \"partial_rotary_factor\": " + std::to_string(static_cast<double>(c.rot_dim) / c.head_dim) +
+         ", \"max_position_embeddings\": " + std::to_string(c.n_ctx_train) +
+         ", \"original_max_position_embeddings\": " + std::to_string(c.n_ctx_orig) +
+         ", \"sliding_window\": 2047, \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": " +
+         list("rope_factors_long.weight") + ", \"short_factor\": " + list("rope_factors_short.weight") + "}";
 }
 
 struct HfCase {
@@ -295,13 +356,15 @@ TEST(Architectures, HfFolderMatchesGguf) {
        R"(, "query_pre_attn_scalar": 16, "sliding_window": 32, "attn_logit_softcapping": 0.05, "final_logit_softcapping": 0.5, "hidden_activation": "gelu_pytorch_tanh")"},
       {"gemma3-tiny", "Gemma3ForCausalLM",
        R"(, "query_pre_attn_scalar": 32, "sliding_window": 32, "rope_local_base_freq": 10000.0, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"])"},
+      {"phi3-tiny", "Phi3ForCausalLM", nullptr},  // extra keys from the file: Phi3Config
   };
   for (const HfCase& hc : cases) {
     const std::string dir = testing::TempDir();
     testing::OpenedModel g =
         testing::OpenTestModel(testing::WriteSyntheticTestModel(dir, hc.preset, DType::kF32));
     ASSERT_TRUE(g.src);
-    WriteHfFolder(*g.src, g.cfg, hc.hf_arch, hc.extra, dir + "/hf-" + hc.preset);
+    WriteHfFolder(*g.src, g.cfg, hc.hf_arch, hc.extra ? hc.extra : Phi3Config(*g.src, g.cfg),
+                  dir + "/hf-" + hc.preset);
     auto hf_src = formats::OpenWeightSource(dir + "/hf-" + hc.preset);
     ASSERT_TRUE(hf_src.ok()) << hf_src.status().ToString();
     auto hf = CreateModel(**hf_src);
@@ -310,15 +373,23 @@ TEST(Architectures, HfFolderMatchesGguf) {
     ASSERT_TRUE(gg.ok());
     EXPECT_EQ((*hf)->config().nope_layers, (*gg)->config().nope_layers) << hc.preset;
     EXPECT_EQ((*hf)->config().swa_layers, (*gg)->config().swa_layers) << hc.preset;
+    EXPECT_EQ((*hf)->config().rot_dim, (*gg)->config().rot_dim) << hc.preset;
+    EXPECT_EQ((*hf)->config().rope_attn_factor, (*gg)->config().rope_attn_factor) << hc.preset;
+    if (g.src->FindTensor("rope_factors_long.weight")) {  // LongRoPE's switch point (phi3)
+      EXPECT_EQ((*hf)->config().n_ctx_orig, (*gg)->config().n_ctx_orig) << hc.preset;
+    }
     const auto toks = Prompt(kPromptLen);
-    const std::vector<float> a = Logits(**hf, toks), b = Logits(**gg, toks);
-    if (g.cfg.rope_neox) {
-      EXPECT_EQ(a, b) << hc.preset;
-    } else {
-      double d = 0;
-      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-      EXPECT_LE(d, 1e-5 * MaxAbs(b)) << hc.preset;
-      EXPECT_GT(MaxAbs(b), 0.1) << hc.preset;
+    // A 128-position cache as well: phi3's long LongRoPE factors (its original context is 64).
+    for (int32_t context : {64, 128}) {
+      const std::vector<float> a = Logits(**hf, toks, context), b = Logits(**gg, toks, context);
+      if (g.cfg.rope_neox) {
+        EXPECT_EQ(a, b) << hc.preset << " context " << context;
+      } else {
+        double d = 0;
+        for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+        EXPECT_LE(d, 1e-5 * MaxAbs(b)) << hc.preset;
+        EXPECT_GT(MaxAbs(b), 0.1) << hc.preset;
+      }
     }
   }
 }

@@ -166,8 +166,8 @@ TEST(QuantizeFile, W8A8FilesFollowTheI8Contract) {
 // The quantization tools' float model has none of the newer architectures' flags (q/k norms,
 // post norms, GeGLU, soft-caps, windows): it refuses them by name instead of computing llama.
 TEST(QuantizeFile, FloatModelRefusesArchitecturesItDoesNotRun) {
-  for (const char* preset :
-       {"qwen3-tiny", "granite-tiny", "smollm3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny"}) {
+  for (const char* preset : {"qwen3-tiny", "granite-tiny", "smollm3-tiny", "olmo2-tiny", "gemma2-tiny",
+                             "gemma3-tiny", "phi3-tiny"}) {
     const std::string path = ::testing::TempDir() + "/refused-" + preset + ".gguf";
     SyntheticModelOptions o;
     o.preset = preset;
