@@ -67,6 +67,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
           KvPolicyName(budget->policy));
     if (config.sparsity && !config.sparsity->Exact())
       return UnsupportedError("sparsity options are not supported over split ranks (--tensor-parallel)");
+    if (config.prefix_tiers.enabled())
+      return UnsupportedError(
+          "--prefix-cache-ram/--prefix-cache-dir are not supported over split ranks (--tensor-parallel): a "
+          "tier holds rank 0's KV shard only");
     if (!(config.follower_heartbeat_s > 0))
       return InvalidArgumentError("the follower heartbeat must be positive seconds (got {})",
                                   config.follower_heartbeat_s);

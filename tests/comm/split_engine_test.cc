@@ -179,6 +179,20 @@ TEST_F(SplitEngineTest, WhatOnlyRankZeroWouldKnowIsRefused) {
       << core.status().message();
 }
 
+TEST_F(SplitEngineTest, PrefixTiersAreRefused) {
+  // A RAM/disk tier would hold rank 0's KV shard only; the followers' shards could not be restored.
+  if (!Leader()) return;
+  EngineConfig c = Config();
+  c.followers = g_groups->world.get();
+  c.prefix_tiers.ram_bytes = 1 << 20;
+  auto core = EngineCore::Create(*split_->model, &*split_->tokenizer, c);
+  ASSERT_FALSE(core.ok());
+  EXPECT_NE(
+      core.status().message().find("--prefix-cache-ram/--prefix-cache-dir are not supported over split"),
+      std::string::npos)
+      << core.status().message();
+}
+
 }  // namespace
 }  // namespace ferry
 
