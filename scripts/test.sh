@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh -DFERRY_BUILD_BENCH=ON  # the microbenchmarks too, so they keep compiling
-bash scripts/run-fuzzers.sh "${FERRY_FUZZ_SECONDS:-20}"
+bash scripts/run-fuzzers.sh "${FERRY_FUZZ_SECONDS:-10}"
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900

@@ -18,8 +18,12 @@ inline void CpuRelax() {
 #endif
 }
 
-// Join spins before blocking (~50-100 us): longer than a decode-sized op's imbalance.
-constexpr int kJoinSpins = 20000;
+// Spins before blocking, for the join and for an idle worker: about 50 us (a pause is ~24 ns
+// on Zen 5), longer than a decode-sized op's imbalance or the serial work between two ops.
+// Not longer: when processes outnumber cores, a spinning thread holds the core its peer needs
+// to finish; two 2-thread perplexity runs on 2 cores took 84 s each with 20000 spins and 20 s
+// with 2000, while a quiet machine's decode tok/s stayed within noise.
+constexpr int kJoinSpins = 2000;
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "base/check.h"
 #include "base/progress.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
@@ -145,8 +146,9 @@ void FillNormal(float* out, int64_t n, float stddev, uint64_t seed) {
 }
 
 // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then pieces made of
-// frequent letters, with and without the word-start marker, shortest first.
-void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
+// frequent letters, with and without the word-start marker, shortest first; `controls` replace
+// the last pieces as control tokens (a family's markers that llama.cpp's loader looks up).
+void AddSyntheticVocab(Metadata& md, int32_t n_vocab, const std::vector<std::string>& controls) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types = {2, 3, 3};
   static const char kHex[] = "0123456789ABCDEF";
@@ -179,6 +181,11 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab) {
   }
   tokens.resize(static_cast<size_t>(n_vocab));
   types.resize(static_cast<size_t>(n_vocab));
+  FERRY_CHECK(controls.size() < tokens.size());
+  for (size_t i = 0; i < controls.size(); ++i) {
+    tokens[tokens.size() - controls.size() + i] = controls[i];
+    types[types.size() - controls.size() + i] = 3;
+  }
   std::vector<float> scores(static_cast<size_t>(n_vocab), 0.0f);
   for (int32_t i = 0; i < n_vocab; ++i)
     if (types[static_cast<size_t>(i)] == 1) scores[static_cast<size_t>(i)] = -static_cast<float>(i);
@@ -272,7 +279,10 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     if (p.shared_ffn_dim > 0)
       md.SetUint(a + "expert_shared_feed_forward_length", static_cast<uint64_t>(p.shared_ffn_dim));
   }
-  AddSyntheticVocab(md, p.n_vocab);
+  // llama.cpp sets attributes on Phi-3's "<|endoftext|>" by name when general.name says phi3.
+  AddSyntheticVocab(
+      md, p.n_vocab,
+      p.arch == "phi3" ? std::vector<std::string>{"<|endoftext|>"} : std::vector<std::string>{});
 
   const int64_t q_dim = head_dim * p.n_heads, kv_dim = head_dim * p.n_kv_heads;
   using K = PlannedTensor::Kind;
