@@ -19,6 +19,7 @@ uint64_t PrefixTierFingerprint(uint64_t model_fingerprint, const ModelConfig& mc
   const uint64_t parts[] = {model_fingerprint,
                             static_cast<uint64_t>(types.k),
                             static_cast<uint64_t>(types.v),
+                            static_cast<uint64_t>(types.rotate_k),
                             static_cast<uint64_t>(block_size),
                             static_cast<uint64_t>(mc.n_layers),
                             static_cast<uint64_t>(mc.n_kv_heads),

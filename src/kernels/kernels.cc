@@ -43,4 +43,10 @@ void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const f
   ref::Rope(x, n_heads, head_dim, rot_dim, pos, inv_freq, neox);
 }
 
+void HadamardRotate(float* x, int n_heads, int head_dim) {
+  // O(n_heads * head_dim * log head_dim) adds per token: the compiler's vectorized butterflies
+  // are enough next to the projections.
+  ref::HadamardRotate(x, n_heads, head_dim);
+}
+
 }  // namespace ferry::kernels

@@ -155,6 +155,12 @@ void AddInPlace(float* y, const float* x, int64_t n);
 //   neox = true:  pairs are (j, j + rot_dim/2) (HF rotate-half, qwen2).
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
 
+// x: [n_heads, head_dim] in place, each head times the orthonormal Walsh-Hadamard matrix
+// H / sqrt(head_dim) (head_dim a power of two; H symmetric, so applying it twice is the
+// identity). Rotating q and k alike leaves every q.k unchanged while spreading a key's outlier
+// channels over all dims before the K cache rounds them (--cache-rotate).
+void HadamardRotate(float* x, int n_heads, int head_dim);
+
 // ---- Attention ------------------------------------------------------------------------
 // K/V for one sequence and one layer, stored in fixed-size blocks:
 //   k_cache, v_cache: [num_blocks, block_size, n_kv_heads, head row] where a head row is

@@ -30,6 +30,11 @@ Status CheckKvCacheTypes(const KvCacheTypes& types, int32_t head_dim) {
     return Status::Ok();
   };
   FERRY_RETURN_IF_ERROR(check(types.k, "--cache-type-k"));
+  if (types.rotate_k && (head_dim <= 0 || (head_dim & (head_dim - 1)) != 0))
+    return InvalidArgumentError(
+        "--cache-rotate needs a head_dim that is a power of two (a Hadamard transform per head), but this "
+        "model's head_dim is {}; drop --cache-rotate",
+        head_dim);
   return check(types.v, "--cache-type-v");
 }
 

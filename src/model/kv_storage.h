@@ -23,6 +23,11 @@ namespace ferry {
 struct KvCacheTypes {
   DType k = DType::kF16;
   DType v = DType::kF16;
+  // --cache-rotate: the model stores each head's K (and multiplies each head's q) rotated by
+  // the orthonormal Hadamard matrix (kernels::HadamardRotate): scores are unchanged, while
+  // K's outlier channels are spread before the cache rounds them. A property of the cached
+  // bytes, so it is part of the cache's identity (prefix tiers fingerprint it).
+  bool rotate_k = false;
   static KvCacheTypes F32() { return {DType::kF32, DType::kF32}; }
   bool operator==(const KvCacheTypes&) const = default;
 };

@@ -552,6 +552,10 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
         for (int h = 0; h < blk.n_kv; ++h) ScaleInPlace(ki + h * hd, c.rot_dim, c.rope_attn_factor);
       }
     }
+    if (p.kv.types().rotate_k) {  // --cache-rotate: q.k unchanged, K's outliers spread before rounding
+      kernels::HadamardRotate(qi, blk.n_q, hd);
+      kernels::HadamardRotate(ki, blk.n_kv, hd);
+    }
     if (qi != q + i * qd) std::copy_n(qi, qd, q + i * qd);
     WriteKv(p, l, blk, i, ki, vi);
   }

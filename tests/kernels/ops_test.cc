@@ -189,5 +189,30 @@ TEST(Ops, RopePartialRotationAndHeadsAndPosition) {
   EXPECT_EQ(z[3], 4.f);
 }
 
+// HadamardRotate against the Sylvester matrix written out: H[i][j] = (-1)^popcount(i & j),
+// times 1/sqrt(n), in double; for every power-of-two width up to 256 and several heads.
+TEST(Ops, HadamardRotateEqualsTheNormalizedSylvesterMatrix) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int n = 1; n <= 256; n *= 2) {
+    SCOPED_TRACE(n);
+    const int heads = 3;
+    std::vector<float> x(static_cast<size_t>(heads * n));
+    for (float& v : x) v = nd(rng);
+    std::vector<float> y = x;
+    HadamardRotate(y.data(), heads, n);
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < n; ++i) {
+        double want = 0;
+        for (int j = 0; j < n; ++j)
+          want += (__builtin_popcount(static_cast<unsigned>(i & j)) % 2 ? -1.0 : 1.0) * x[h * n + j];
+        want /= std::sqrt(static_cast<double>(n));
+        ASSERT_NEAR(y[h * n + i], want, 1e-5 * std::sqrt(static_cast<double>(n))) << h << " " << i;
+      }
+    HadamardRotate(y.data(), heads, n);  // H / sqrt(n) is its own inverse
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5f) << i;
+  }
+}
+
 }  // namespace
 }  // namespace ferry::kernels

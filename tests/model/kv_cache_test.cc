@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "formats/weight_source.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
 #include "synthetic/synthetic_model.h"
@@ -245,6 +248,110 @@ TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
     kernels::Attention(q.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, f32, want.data(), nullptr);
     for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
   }
+}
+
+// --cache-rotate: the model multiplies each head's q and k by the orthonormal Hadamard matrix
+// before K is stored, so an f32 cache holds H k and the scores q.k, hence the logits, are those
+// of the plain cache up to f32 rounding.
+TEST(KvCacheRotate, LogitsUnchangedAndKeysStoredRotated) {
+  const std::string path = ::testing::TempDir() + "/kv-rotate-tiny-hd64.gguf";
+  SyntheticModelOptions o;
+  o.preset = "tiny-hd64";
+  o.type = DType::kF32;  // no activation rounding that a last-bit difference could flip
+  o.stddev = 0.08f;
+  ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
+  auto src = formats::OpenWeightSource(path);
+  ASSERT_TRUE(src.ok());
+  auto m = CreateModel(**src);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelConfig& c = (*m)->config();
+  const int n = 40;
+  KvCacheTypes rotated = KvCacheTypes::F32();
+  rotated.rotate_k = true;
+  auto plain_kv = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, KvCacheTypes::F32());
+  auto rot_kv = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, rotated);
+  ASSERT_TRUE(plain_kv.ok() && rot_kv.ok());
+  std::vector<float> lp(static_cast<size_t>(n) * c.n_vocab), lr(lp.size());
+  for (int s0 = 0; s0 < n; s0 += 10) {  // prefill chunks, then the next chunk attends to them
+    ForwardBatch b;
+    for (int i = s0; i < s0 + 10; ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
+    ASSERT_TRUE((*m)->Forward(b, *plain_kv, lp.data() + static_cast<size_t>(s0) * c.n_vocab, nullptr).ok());
+    ASSERT_TRUE((*m)->Forward(b, *rot_kv, lr.data() + static_cast<size_t>(s0) * c.n_vocab, nullptr).ok());
+  }
+  float max_logit = 0, max_diff = 0;
+  for (size_t i = 0; i < lp.size(); ++i) {
+    max_logit = std::max(max_logit, std::fabs(lp[i]));
+    max_diff = std::max(max_diff, std::fabs(lp[i] - lr[i]));
+  }
+  // Two orders of f32 summation over head_dim = 64 products and two layers: ~1e-6 relative.
+  EXPECT_LE(max_diff, 1e-5f * max_logit) << "max logit " << max_logit;
+  const size_t row = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  std::vector<float> k_plain(row), k_rot(row);
+  for (int32_t l = 0; l < c.n_layers; ++l)
+    for (int32_t pos = 0; pos < n; pos += 13) {
+      plain_kv->LoadKey(l, 0, pos, k_plain.data());
+      rot_kv->LoadKey(l, 0, pos, k_rot.data());
+      kernels::HadamardRotate(k_plain.data(), c.n_kv_heads, c.head_dim);
+      float scale = 0;
+      for (float v : k_plain) scale = std::max(scale, std::fabs(v));
+      for (size_t i = 0; i < row; ++i) ASSERT_NEAR(k_rot[i], k_plain[i], 1e-5f * scale) << l << " " << pos;
+    }
+}
+
+// Why rotate: keys with a few large channels (as trained models' keys have) lose the small
+// channels to q4_0's one scale per 32 values; rotated first, the outliers spread over every
+// dim and the scores the cache gives back are much closer to the exact ones.
+TEST(KvCacheRotate, SpreadsKeyOutliersBeforeFourBitRounding) {
+  constexpr int32_t kHd = 64, kKeys = 48, kQueries = 16;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  KvCacheTypes q4{DType::kQ4_0, DType::kF16};
+  auto plain = ContiguousKvCache::Create(1, 1, kKeys, 1, kHd, q4);
+  q4.rotate_k = true;
+  auto rot = ContiguousKvCache::Create(1, 1, kKeys, 1, kHd, q4);
+  ASSERT_TRUE(plain.ok() && rot.ok());
+  std::vector<std::vector<float>> keys(kKeys, std::vector<float>(kHd));
+  for (int32_t p = 0; p < kKeys; ++p) {
+    for (float& v : keys[p]) v = nd(rng);
+    keys[p][3] *= 25.f;  // two outlier channels
+    keys[p][40] *= -18.f;
+    std::vector<float> hk = keys[p];
+    kernels::HadamardRotate(hk.data(), 1, kHd);
+    plain->StoreKey(0, 0, p, keys[p].data());
+    rot->StoreKey(0, 0, p, hk.data());
+  }
+  double err_plain = 0, err_rot = 0;
+  std::vector<float> q(kHd), hq(kHd), kp(kHd), kr(kHd);
+  for (int i = 0; i < kQueries; ++i) {
+    for (float& v : q) v = nd(rng);
+    hq = q;
+    kernels::HadamardRotate(hq.data(), 1, kHd);
+    for (int32_t p = 0; p < kKeys; ++p) {
+      plain->LoadKey(0, 0, p, kp.data());
+      rot->LoadKey(0, 0, p, kr.data());
+      double exact = 0, s_plain = 0, s_rot = 0;
+      for (int d = 0; d < kHd; ++d) {
+        exact += static_cast<double>(q[d]) * keys[p][d];
+        s_plain += static_cast<double>(q[d]) * kp[d];
+        s_rot += static_cast<double>(hq[d]) * kr[d];
+      }
+      err_plain += std::fabs(s_plain - exact);
+      err_rot += std::fabs(s_rot - exact);
+    }
+  }
+  std::printf("[rotate] mean |score error| q4_0 K: plain %.4f, rotated %.4f\n",
+              err_plain / (kKeys * kQueries), err_rot / (kKeys * kQueries));
+  EXPECT_LT(err_rot, 0.5 * err_plain);
+}
+
+TEST(KvCacheRotate, NeedsAPowerOfTwoHeadDim) {
+  KvCacheTypes t;
+  t.rotate_k = true;
+  EXPECT_TRUE(CheckKvCacheTypes(t, 64).ok());
+  const Status st = CheckKvCacheTypes(t, 48);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--cache-rotate"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("48"), std::string::npos) << st.message();
 }
 
 }  // namespace

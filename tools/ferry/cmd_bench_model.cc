@@ -274,6 +274,7 @@ int RunModelBench(const BenchOpts& o) {
                         {"n_depth", o.depth},
                         {"type_k", DTypeName(kv_types->k)},
                         {"type_v", DTypeName(kv_types->v)},
+                        {"cache_rotate", kv_types->rotate_k},
                         {"reps", o.reps},
                         {"prefill_tokens_per_s", pps.mean},
                         {"prefill_tokens_per_s_sd", pps.sd},
@@ -310,14 +311,15 @@ int RunModelBench(const BenchOpts& o) {
         "| model | type | isa | threads | type_k | type_v | test | t/s "
         "|\n|---|---|---|---|---|---|---|---|\n");
     const std::string at = o.depth > 0 ? fmt::format(" @ d{}", o.depth) : "";
+    const std::string type_k = fmt::format("{}{}", DTypeName(kv_types->k), kv_types->rotate_k ? "+rot" : "");
     if (o.n_prompt > 0)
       std::printf("| %s | %s | %s | %d | %s | %s | pp%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
-                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), DTypeName(kv_types->k),
-                  DTypeName(kv_types->v), o.n_prompt, at.c_str(), pps.mean, pps.sd);
+                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), type_k.c_str(), DTypeName(kv_types->v),
+                  o.n_prompt, at.c_str(), pps.mean, pps.sd);
     if (o.n_gen > 0)
       std::printf("| %s | %s | %s | %d | %s | %s | tg%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
-                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), DTypeName(kv_types->k),
-                  DTypeName(kv_types->v), o.n_gen, at.c_str(), tgs.mean, tgs.sd);
+                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), type_k.c_str(), DTypeName(kv_types->v),
+                  o.n_gen, at.c_str(), tgs.mean, tgs.sd);
     std::printf(
         "\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
         "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",

@@ -197,6 +197,7 @@ int RunThroughputBench(const Opts& o) {
   j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
   j["type_k"] = DTypeName(kv_types->k);
   j["type_v"] = DTypeName(kv_types->v);
+  j["cache_rotate"] = kv_types->rotate_k;
   j["peak_running"] = stats.peak_running;
   j["mean_running"] = stats.MeanRunning();
   // KV budgets: evictions and KV memory saved (peak blocks held vs what full caches of the same

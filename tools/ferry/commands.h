@@ -59,6 +59,7 @@ nlohmann::json SparsityJson(const Model& model, const SparsityStats& stats);
 // names) and --kv-cache-dtype (vLLM's, both at once), for every command that computes.
 struct KvCacheFlags {
   std::string type_k, type_v, dtype;  // empty: not given
+  bool rotate_k = false;              // --cache-rotate
   void Add(CLI::App* cmd);
   // f16 for what was not given; an unknown name is an error listing the valid ones.
   StatusOr<KvCacheTypes> ToTypes() const;

@@ -13,6 +13,11 @@ void KvCacheFlags::Add(CLI::App* cmd) {
       ->group("KV cache");
   cmd->add_option("--kv-cache-dtype", dtype, fmt::format("KV cache type of K and V: {}", types))
       ->group("KV cache");
+  cmd->add_flag(
+         "--cache-rotate", rotate_k,
+         "store K rotated by a Hadamard transform per head (q rotated alike, scores unchanged): spreads K's "
+         "outlier channels before q4_0/q8_0 rounding; head_dim must be a power of two")
+      ->group("KV cache");
 }
 
 StatusOr<KvCacheTypes> KvCacheFlags::ToTypes() const {
@@ -30,6 +35,7 @@ StatusOr<KvCacheTypes> KvCacheFlags::ToTypes() const {
   if (!type_v.empty()) {
     FERRY_ASSIGN_OR_RETURN(t.v, ParseKvCacheType(type_v, "--cache-type-v"));
   }
+  t.rotate_k = rotate_k;
   return t;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/ref/ref.h"
 
 namespace ferry::kernels::ref {
@@ -54,6 +55,23 @@ void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
 
 void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void HadamardRotate(float* x, int n_heads, int head_dim) {
+  FERRY_CHECK(head_dim > 0 && (head_dim & (head_dim - 1)) == 0);
+  const float norm = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    // Fast Walsh-Hadamard transform: log2(head_dim) butterfly stages (a + b, a - b).
+    for (int len = 1; len < head_dim; len *= 2)
+      for (int i = 0; i < head_dim; i += 2 * len)
+        for (int j = i; j < i + len; ++j) {
+          const float a = v[j], b = v[j + len];
+          v[j] = a + b;
+          v[j + len] = a - b;
+        }
+    for (int j = 0; j < head_dim; ++j) v[j] *= norm;
+  }
 }
 
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox) {

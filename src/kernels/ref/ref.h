@@ -83,6 +83,7 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
+void HadamardRotate(float* x, int n_heads, int head_dim);
 
 // Head row `row` (= token slot * n_kv_heads + KV head) of a KV cache of type t, as floats [head_dim].
 void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out);

@@ -1,0 +1,54 @@
+// The KV cache type flags on the CLI: --cache-rotate reaches the cache (bench reports it and
+// the rotated K changes what a q4_0 cache stores, so perplexity moves) while an f32 cache's
+// perplexity is the same with and without it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_ferry.h"
+#include "test_util.h"
+
+namespace ferry {
+namespace {
+
+testing::CliResult Ferry(const std::string& args) {
+  return testing::RunFerryCli(args, "kv_cache_cli");
+}
+
+// The "PPL = X +/- Y" line's X.
+double Ppl(const testing::CliResult& r) {
+  const size_t at = r.out.rfind("PPL = ");
+  EXPECT_NE(at, std::string::npos) << r.out << r.err;
+  return at == std::string::npos ? 0 : std::stod(r.out.substr(at + 6));
+}
+
+TEST(KvCacheCli, CacheRotateReachesTheCache) {
+  const std::string model = testing::TempDir() + "/kv-cli-tiny-hd64.gguf";
+  ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
+  testing::CliResult bench = Ferry("bench -m " + model +
+                                   " -p 8 -n 4 -r 1 --bw-mib 16 -t 1 --json --cache-type-k q4_0 --cache-rotate");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  auto j = nlohmann::json::parse(bench.out.substr(0, bench.out.find('\n')));
+  EXPECT_EQ(j["type_k"], "q4_0");
+  EXPECT_EQ(j["cache_rotate"], true);
+
+  const std::string text = testing::TempDir() + "/kv-cli-text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 300; ++i) out << "the cat sat on a mat and then it ran to see the dog. ";
+  }
+  const std::string ppl = "ppl -m " + model + " -f " + text + " -c 128 --chunks 4 -t 1";
+  const double f32 = Ppl(Ferry(ppl + " --kv-cache-dtype f32"));
+  const double f32_rot = Ppl(Ferry(ppl + " --kv-cache-dtype f32 --cache-rotate"));
+  const double q4 = Ppl(Ferry(ppl + " --cache-type-k q4_0"));
+  const double q4_rot = Ppl(Ferry(ppl + " --cache-type-k q4_0 --cache-rotate"));
+  // An f32 model and cache: the scores agree to f32 rounding (no q8 activation rounding for a
+  // last-bit difference to flip), so PPL agrees to about 1e-6 relative; 2e-5 allows for that.
+  EXPECT_NEAR(f32_rot, f32, 2e-5 * f32) << f32 << " " << f32_rot;
+  EXPECT_NE(q4_rot, q4);  // rotated keys round differently
+}
+
+}  // namespace
+}  // namespace ferry
