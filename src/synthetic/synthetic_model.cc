@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "base/check.h"
@@ -210,18 +211,9 @@ struct PlannedTensor {
   Kind kind;
 };
 
-}  // namespace
-
-const std::vector<ModelPreset>& ModelPresets() {
-  return kPresets;
-}
-
-std::vector<DType> SyntheticModelTypes() {
-  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,
-          DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K, DType::kI4G128, DType::kI8};
-}
-
-Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
+// The preset options name, or the error listing the presets; an error too for a type make-model
+// cannot write.
+StatusOr<const ModelPreset*> FindPreset(const SyntheticModelOptions& options) {
   auto it = std::find_if(kPresets.begin(), kPresets.end(),
                          [&](const ModelPreset& p) { return p.name == options.preset; });
   if (it == kPresets.end()) {
@@ -230,18 +222,20 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     return InvalidArgumentError("unknown preset '{}' (choose one of: {})", options.preset, names);
   }
   auto types = SyntheticModelTypes();
-  const bool w8a8 = options.type == DType::kI8;
   if (std::find(types.begin(), types.end(), options.type) == types.end() ||
-      (!w8a8 && !kernels::CanQuantize(options.type)))
+      (options.type != DType::kI8 && !kernels::CanQuantize(options.type)))
     return InvalidArgumentError(
         "make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
         "q4_k_m, q6_k, int4_g128, w8a8)",
         DTypeName(options.type));
   if (options.q4_k_m && options.type != DType::kQ4_K)
     return InvalidArgumentError("the Q4_K_M mix needs type q4_k, not {}", DTypeName(options.type));
-  const ModelPreset& p = *it;
-  const int64_t head_dim = p.HeadDim();
+  return &*it;
+}
 
+// The GGUF metadata of preset p: llama.cpp's keys for its architecture, then the vocabulary.
+Metadata PresetMetadata(const ModelPreset& p, const SyntheticModelOptions& options) {
+  const int64_t head_dim = p.HeadDim();
   Metadata md;
   const std::string a = p.arch + ".";
   md.SetString("general.architecture", p.arch);
@@ -284,72 +278,125 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
       md, p.n_vocab,
       p.arch == "phi3" ? std::vector<std::string>{"<|endoftext|>"} : std::vector<std::string>{});
 
-  const int64_t q_dim = head_dim * p.n_heads, kv_dim = head_dim * p.n_kv_heads;
+  return md;
+}
+
+// Layer l's tensors, in llama.cpp's names and shapes for p's architecture.
+void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan) {
   using K = PlannedTensor::Kind;
+  const int64_t head_dim = p.HeadDim();
+  const int64_t q_dim = head_dim * p.n_heads, kv_dim = head_dim * p.n_kv_heads;
   const bool bias = p.arch == "qwen2" || p.arch == "qwen2moe";
+  const bool phi3 = p.arch == "phi3";  // q|k|v in one attn_qkv, gate|up in one ffn_up
+  std::string b = "blk." + std::to_string(l) + ".";
+  const bool olmo2 = p.arch == "olmo2";  // no pre norms; post norms; q/k norms over all heads
+  // gemma: pre and post norms, all 1 + noise (GGUFs hold gemma's 1 + w as the weight).
+  const bool gemma = p.arch == "gemma2" || p.arch == "gemma3";
+  if (!olmo2) plan.push_back({b + "attn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
+  if (phi3) {
+    plan.push_back({b + "attn_qkv.weight", {q_dim + 2 * kv_dim, p.dim}, K::kMatrix});
+  } else {
+    plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
+  }
+  if (p.arch == "qwen3" || p.arch == "qwen3moe" || p.arch == "gemma3") {
+    plan.push_back({b + "attn_q_norm.weight", {head_dim}, K::kQkNorm});
+    plan.push_back({b + "attn_k_norm.weight", {head_dim}, K::kQkNorm});
+  }
+  if (olmo2) {
+    plan.push_back({b + "attn_q_norm.weight", {q_dim}, K::kQkNorm});
+    plan.push_back({b + "attn_k_norm.weight", {kv_dim}, K::kQkNorm});
+  }
+  if (olmo2 || gemma) {
+    plan.push_back({b + "post_attention_norm.weight", {p.dim}, K::kQkNorm});
+    plan.push_back({b + "post_ffw_norm.weight", {p.dim}, K::kQkNorm});
+  }
+  if (bias) {
+    plan.push_back({b + "attn_q.bias", {q_dim}, K::kBias});
+    plan.push_back({b + "attn_k.bias", {kv_dim}, K::kBias});
+    plan.push_back({b + "attn_v.bias", {kv_dim}, K::kBias});
+  }
+  plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, K::kMatrix});
+  if (!olmo2) plan.push_back({b + "ffn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
+  if (p.n_expert > 0) {
+    // Experts as llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn, dim]); the
+    // router stays f32 as llama.cpp's quantizer leaves it.
+    const int64_t E = p.n_expert;
+    plan.push_back({b + "ffn_gate_inp.weight", {E, p.dim}, K::kRouter});
+    plan.push_back({b + "ffn_gate_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_up_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_down_exps.weight", {E, p.dim, p.ffn_dim}, K::kMatrix});
+    if (p.shared_ffn_dim > 0) {
+      plan.push_back({b + "ffn_gate_inp_shexp.weight", {p.dim}, K::kRouter});
+      plan.push_back({b + "ffn_gate_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_up_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
+      plan.push_back({b + "ffn_down_shexp.weight", {p.dim, p.shared_ffn_dim}, K::kMatrix});
+    }
+  } else if (phi3) {
+    plan.push_back({b + "ffn_up.weight", {2 * p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
+  } else {
+    plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
+  }
+}
+
+// Every tensor of preset p, in the order llama.cpp's converters write them.
+std::vector<PlannedTensor> PlanTensors(const ModelPreset& p) {
+  using K = PlannedTensor::Kind;
   std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
   if (p.n_ctx_orig > 0) {
     plan.push_back({"rope_factors_long.weight", {p.RotDim() / 2}, K::kRopeLong});
     plan.push_back({"rope_factors_short.weight", {p.RotDim() / 2}, K::kRopeShort});
   }
-  const bool phi3 = p.arch == "phi3";  // q|k|v in one attn_qkv, gate|up in one ffn_up
-  for (int32_t l = 0; l < p.n_layers; ++l) {
-    std::string b = "blk." + std::to_string(l) + ".";
-    const bool olmo2 = p.arch == "olmo2";  // no pre norms; post norms; q/k norms over all heads
-    // gemma: pre and post norms, all 1 + noise (GGUFs hold gemma's 1 + w as the weight).
-    const bool gemma = p.arch == "gemma2" || p.arch == "gemma3";
-    if (!olmo2) plan.push_back({b + "attn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
-    if (phi3) {
-      plan.push_back({b + "attn_qkv.weight", {q_dim + 2 * kv_dim, p.dim}, K::kMatrix});
-    } else {
-      plan.push_back({b + "attn_q.weight", {q_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "attn_k.weight", {kv_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "attn_v.weight", {kv_dim, p.dim}, K::kMatrix});
-    }
-    if (p.arch == "qwen3" || p.arch == "qwen3moe" || p.arch == "gemma3") {
-      plan.push_back({b + "attn_q_norm.weight", {head_dim}, K::kQkNorm});
-      plan.push_back({b + "attn_k_norm.weight", {head_dim}, K::kQkNorm});
-    }
-    if (olmo2) {
-      plan.push_back({b + "attn_q_norm.weight", {q_dim}, K::kQkNorm});
-      plan.push_back({b + "attn_k_norm.weight", {kv_dim}, K::kQkNorm});
-    }
-    if (olmo2 || gemma) {
-      plan.push_back({b + "post_attention_norm.weight", {p.dim}, K::kQkNorm});
-      plan.push_back({b + "post_ffw_norm.weight", {p.dim}, K::kQkNorm});
-    }
-    if (bias) {
-      plan.push_back({b + "attn_q.bias", {q_dim}, K::kBias});
-      plan.push_back({b + "attn_k.bias", {kv_dim}, K::kBias});
-      plan.push_back({b + "attn_v.bias", {kv_dim}, K::kBias});
-    }
-    plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, K::kMatrix});
-    if (!olmo2) plan.push_back({b + "ffn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
-    if (p.n_expert > 0) {
-      // Experts as llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn, dim]); the
-      // router stays f32 as llama.cpp's quantizer leaves it.
-      const int64_t E = p.n_expert;
-      plan.push_back({b + "ffn_gate_inp.weight", {E, p.dim}, K::kRouter});
-      plan.push_back({b + "ffn_gate_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "ffn_up_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "ffn_down_exps.weight", {E, p.dim, p.ffn_dim}, K::kMatrix});
-      if (p.shared_ffn_dim > 0) {
-        plan.push_back({b + "ffn_gate_inp_shexp.weight", {p.dim}, K::kRouter});
-        plan.push_back({b + "ffn_gate_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
-        plan.push_back({b + "ffn_up_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
-        plan.push_back({b + "ffn_down_shexp.weight", {p.dim, p.shared_ffn_dim}, K::kMatrix});
-      }
-    } else if (phi3) {
-      plan.push_back({b + "ffn_up.weight", {2 * p.ffn_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
-    } else {
-      plan.push_back({b + "ffn_gate.weight", {p.ffn_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "ffn_up.weight", {p.ffn_dim, p.dim}, K::kMatrix});
-      plan.push_back({b + "ffn_down.weight", {p.dim, p.ffn_dim}, K::kMatrix});
-    }
-  }
+  for (int32_t l = 0; l < p.n_layers; ++l) PlanLayer(p, l, plan);
   plan.push_back({"output_norm.weight", {p.dim}, K::kNorm});
   if (!p.tied_embeddings) plan.push_back({"output.weight", {p.n_vocab, p.dim}, K::kMatrix});
+  return plan;
+}
+
+// One row of t's values (row: [cols]) from its seed.
+void FillRow(const PlannedTensor& t, const SyntheticModelOptions& options, uint64_t seed, float* row,
+             int64_t cols) {
+  using K = PlannedTensor::Kind;
+  if (t.kind == K::kNorm) {
+    std::fill(row, row + cols, 1.0f);
+  } else if (t.kind == K::kQkNorm) {
+    FillNormal(row, cols, options.qk_norm_stddev, seed);
+    for (float& v : std::span<float>(row, static_cast<size_t>(cols))) v += 1.0f;
+  } else if (t.kind == K::kRopeShort || t.kind == K::kRopeLong) {
+    FillNormal(row, cols, t.kind == K::kRopeLong ? 1.0f : 0.2f, seed);
+    for (float& v : std::span<float>(row, static_cast<size_t>(cols))) v = std::exp(std::fabs(v));
+  } else {
+    // Router rows ~ N(0, (2/sqrt(cols))^2): logits of a normalized input then have a spread
+    // of about 2, so routing is decisive rather than near-uniform at any width.
+    const float sd = t.kind == K::kRouter ? 2.0f / std::sqrt(static_cast<float>(cols))
+                     : t.kind == K::kBias ? options.bias_stddev
+                                          : options.stddev;
+    FillNormal(row, cols, sd, seed);
+  }
+}
+
+}  // namespace
+
+const std::vector<ModelPreset>& ModelPresets() {
+  return kPresets;
+}
+
+std::vector<DType> SyntheticModelTypes() {
+  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,
+          DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K, DType::kI4G128, DType::kI8};
+}
+
+Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
+  FERRY_ASSIGN_OR_RETURN(const ModelPreset* preset, FindPreset(options));
+  const ModelPreset& p = *preset;
+  const bool w8a8 = options.type == DType::kI8;
+  const Metadata md = PresetMetadata(p, options);
+  using K = PlannedTensor::Kind;
+  const std::vector<PlannedTensor> plan = PlanTensors(p);
 
   int64_t total_elems = 0;
   for (const auto& t : plan) {
@@ -389,22 +436,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
       std::vector<float> row(static_cast<size_t>(cols));  // [cols]
       for (int64_t r = r0; r < r1; ++r) {
         const uint64_t seed = options.seed ^ (ti << 40) ^ static_cast<uint64_t>(r) * 0x9E37ull;
-        if (t.kind == K::kNorm) {
-          std::fill(row.begin(), row.end(), 1.0f);
-        } else if (t.kind == K::kQkNorm) {
-          FillNormal(row.data(), cols, options.qk_norm_stddev, seed);
-          for (float& v : row) v += 1.0f;
-        } else if (t.kind == K::kRopeShort || t.kind == K::kRopeLong) {
-          FillNormal(row.data(), cols, t.kind == K::kRopeLong ? 1.0f : 0.2f, seed);
-          for (float& v : row) v = std::exp(std::fabs(v));
-        } else {
-          // Router rows ~ N(0, (2/sqrt(cols))^2): logits of a normalized input then have a spread
-          // of about 2, so routing is decisive rather than near-uniform at any width.
-          const float sd = t.kind == K::kRouter ? 2.0f / std::sqrt(static_cast<float>(cols))
-                           : t.kind == K::kBias ? options.bias_stddev
-                                                : options.stddev;
-          FillNormal(row.data(), cols, sd, seed);
-        }
+        FillRow(t, options, seed, row.data(), cols);
         if (w8a8_matrix) {
           w8a8_scales.back()[static_cast<size_t>(r)] = QuantizeRowInt8(
               row.data(), cols, reinterpret_cast<int8_t*>(dst + row_bytes * static_cast<size_t>(r)));
