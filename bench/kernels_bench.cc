@@ -129,7 +129,7 @@ BENCHMARK(BM_MatMul)->Name("Gemm")->Apply(GemmArgs)->Unit(benchmark::kMillisecon
 // The SIMD tables, fastest last (each ratio against avx2 comes from one run).
 constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni};
 void PackedArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kI4G128})
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kI4G128})
     for (int64_t n_tok : {1, 32})
       for (int64_t th : {1, 2})
         for (Isa isa : kSimdIsas)
@@ -137,7 +137,7 @@ void PackedArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->Name("Packed")->Apply(PackedArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 void PackedHotArgs(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kI4G128})
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kI4G128})
     for (int64_t n_tok : {1, 4})
       for (Isa isa : kSimdIsas)
         b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 1, 128, 1});

@@ -42,12 +42,28 @@ static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc
 //          q4_K's k, 32 + k); sc/m [j][r]: row r's 6-bit scale and min of sub-block j, one byte
 //          each (q4_K packs them into 12 bytes; 32 bytes more per group and super-block, +2.8%,
 //          buy one widening load instead of the bit surgery per row and block).
+//   q6_K:  per super-block of 256, kK6PackedSbBytes = 1680 bytes (8 x 210: no overhead):
+//          chunks [8] of { ql [4][32] u8 | qh [2][32] u8 } | sc [16][8] i8 | d [8] fp16
+//          chunk c = elements 32c..32c+31 = sub-blocks 2c (lo) and 2c + 1 (hi) of 16.
+//          ql: the low 4 bits in the 4-bit order above (load k, byte 4r + b: lo nibble =
+//          element 32c + 4k + b, hi nibble = element 32c + 16 + 4k + b).
+//          qh: the high 2 bits of the same elements; byte 4r + b of qh load m carries loads
+//          k = 2m (bits 0-1 lo, 2-3 hi) and k = 2m + 1 (bits 4-5 lo, 6-7 hi), so each field
+//          reaches bits 4-5 with one shift (<< 4, << 2, none, >> 2) and an AND with 0x30.
+//          sc [j][r]: row r's int8 scale of sub-block j (16 elements); d [r]: row r's fp16 d.
 // Rows past n_out in the last group are zero (their outputs are dropped).
 // q4_K super-block of one row group: byte offsets of its planes (layout above).
 inline constexpr size_t kK4ScOffset = 1024;               // sc [8][8] u8
 inline constexpr size_t kK4MinOffset = kK4ScOffset + 64;  // m [8][8] u8
 inline constexpr size_t kK4DOffset = kK4MinOffset + 64;   // d [8] fp16, then dmin [8] fp16
 inline constexpr size_t kK4PackedSbBytes = kK4DOffset + 32;
+// q6_K super-block of one row group (layout above).
+inline constexpr size_t kK6ChunkBytes = 192;                // ql [4][32] | qh [2][32]
+inline constexpr size_t kK6QhOffset = 128;                  // qh within a chunk
+inline constexpr size_t kK6ScOffset = 8 * kK6ChunkBytes;    // sc [16][8] i8
+inline constexpr size_t kK6DOffset = kK6ScOffset + 16 * 8;  // d [8] fp16
+inline constexpr size_t kK6PackedSbBytes = kK6DOffset + 16;
+static_assert(kK6PackedSbBytes == 8 * sizeof(block_q6_K), "packed q6_K: the q6_K bytes, reordered");
 
 struct PackedShape {
   DType type;
@@ -58,16 +74,19 @@ struct PackedShape {
   int64_t nb() const { return (n_in + 31) / 32; }
   int64_t ng() const { return (n_in + group - 1) / group; }
   int64_t n_groups() const { return (n_out + kPackRows - 1) / kPackRows; }
-  int64_t nsb() const { return n_in / 256; }  // q4_K super-blocks
+  int64_t nsb() const { return n_in / 256; }  // q4_K / q6_K super-blocks
   bool is_int4() const { return IsFerryInt4(type); }
   bool is_q4_k() const { return type == DType::kQ4_K; }
-  // q4_K keeps each super-block's quants and scales together (QsBytes/ScaleBytes are unused).
+  bool is_q6_k() const { return type == DType::kQ6_K; }
+  // q4_K / q6_K keep each super-block's quants and scales together (QsBytes/ScaleBytes are unused).
   size_t QsBytes() const { return static_cast<size_t>(nb()) * (type == DType::kQ8_0 ? 256 : 128); }
   size_t ScaleBytes() const {
     return is_int4() ? static_cast<size_t>(ng()) * 24 : static_cast<size_t>(nb()) * 16;
   }
   size_t RowGroupBytes() const {
-    return is_q4_k() ? static_cast<size_t>(nsb()) * kK4PackedSbBytes : QsBytes() + ScaleBytes();
+    if (is_q4_k()) return static_cast<size_t>(nsb()) * kK4PackedSbBytes;
+    if (is_q6_k()) return static_cast<size_t>(nsb()) * kK6PackedSbBytes;
+    return QsBytes() + ScaleBytes();
   }
   size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
   // Bytes of one row in the stored (unpacked) format.
@@ -77,17 +96,19 @@ struct PackedShape {
 // One token's activations for the packed kernels: q8_0 quantized with llama.cpp's x86
 // rounding (|q| <= 127), split into planes so a 4-byte chunk is one broadcast load:
 //   qs [nb][32] i8 | d [nb] f32 | s [nb] i32 (sum of the block's quants)
-// For q4_K weights the activations are q8_K as llama.cpp's vec_dot_type (one scale per 256):
-//   qs [nb][32] i8 | d [nsb] f32 | s [nb] i32 (sum of each 32-element sub-block's quants)
-// at the same offsets, so PackedActBytes / PackedActAt serve both.
+// For q4_K and q6_K weights the activations are q8_K as llama.cpp's vec_dot_type (one scale
+// per 256), at the same offsets, so PackedActBytes / PackedActAt serve all:
+//   q4_K: qs [nb][32] i8 | d [nsb] f32 | s [nb] i32 (sum of each 32-element sub-block's quants)
+//   q6_K: qs [nb][32] i8 | d [nsb] f32 | s [2 nb] i32 (sum of each 16-element sub-block's)
 struct PackedAct {
   const int8_t* qs;
   const float* d;
   const int32_t* s;
 };
 // A row whose n_in is not a multiple of 32 (ragged int4 rows) is zero-padded to whole blocks.
+// Per block: 32 quants, 4 bytes of d, 8 bytes of s (q6_K's two sums; the others use 4).
 inline size_t PackedActBytes(int64_t n_in) {
-  return static_cast<size_t>((n_in + 31) / 32) * 40;
+  return static_cast<size_t>((n_in + 31) / 32) * 44;
 }
 inline PackedAct PackedActAt(const void* base, int64_t n_in) {
   const auto* p = static_cast<const uint8_t*>(base);
@@ -109,6 +130,9 @@ inline constexpr int kMaxTileGroups = 2;
 // the result for a token is bit-identical in any tile (batch invariance) and equal to the
 // scalar twin.
 //   isum = sum_i q[r,i] * x[t,i] - z[r] * s[t,b]   (z = 8 for q4_0, 0 for q8_0, stored for int4)
+// The k-quants run the chain per super-block b of 256 instead: q6_K with
+//   isum = sum_j sc[r,j] * (sum_{i in j} q[r,i] * x[t,i] - 32 * s[t,j])   (16 sub-blocks j),
+// q4_K with two links per super-block (d * S, then -dmin * M; see ref::PackedTile).
 using PackedTileFn = void (*)(const uint8_t* grp, const PackedShape& shape, const PackedAct* act, int nt,
                               int n_grp, float* const* y);
 
@@ -124,7 +148,7 @@ void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in
 void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in, int64_t int4_group,
                        const float* x, int64_t n_tok, float* y, ThreadPool* pool);
 // One token's f32 activations [n_in] -> PackedAct planes at dst [PackedActBytes(n_in)]:
-// q8_0 planes, or q8_K planes for weights of type q4_K.
+// q8_0 planes, or q8_K planes for weights of type q4_K or q6_K.
 void PreparePackedAct(DType weights, const float* x, int64_t n_in, void* dst);
 
 }  // namespace ferry::kernels::internal

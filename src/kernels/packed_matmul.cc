@@ -1,7 +1,7 @@
-// MatMulPacked: activations become q8_0 (q8_K for q4_K) planes once per call (PreparePackedAct), then each
-// thread takes a contiguous range of 8-row groups and, chunk by chunk (a chunk of weights
-// stays in L2), runs the micro-kernel over tiles of up to 4 tokens. Every (token, row) sums its
-// blocks in the same order in every tile, so results never depend on n_tok or threads.
+// MatMulPacked: activations become q8_0 (q8_K for q4_K/q6_K) planes once per call (PreparePackedAct), then
+// each thread takes a contiguous range of 8-row groups and, chunk by chunk (a chunk of weights stays in L2),
+// runs the micro-kernel over tiles of up to 4 tokens. Every (token, row) sums its blocks in the same order in
+// every tile, so results never depend on n_tok or threads.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -38,8 +38,8 @@ void PreparePackedAct(DType weights, const float* x, int64_t n_in, void* dst) {
   auto* qs = reinterpret_cast<int8_t*>(p);
   auto* d = reinterpret_cast<float*>(p + nb * 32);
   auto* s = reinterpret_cast<int32_t*>(p + nb * 36);
-  if (weights == DType::kQ4_K) {                  // q8_K, as the in-place q4_K dots use (n_in % 256 == 0)
-    thread_local std::vector<block_q8_K> blocks;  // [n_in / 256]
+  if (weights == DType::kQ4_K || weights == DType::kQ6_K) {  // q8_K, as the in-place dots (n_in % 256 == 0)
+    thread_local std::vector<block_q8_K> blocks;             // [n_in / 256]
     const int64_t nsb = n_in / kQK_K;
     if (blocks.size() < static_cast<size_t>(nsb)) blocks.resize(static_cast<size_t>(nsb));
     Table().quantize_act[static_cast<int>(DType::kQ8_K)](x, blocks.data(), n_in);
@@ -47,7 +47,11 @@ void PreparePackedAct(DType weights, const float* x, int64_t n_in, void* dst) {
       const block_q8_K& blk = blocks[static_cast<size_t>(i)];
       std::memcpy(qs + i * kQK_K, blk.qs, kQK_K);
       d[i] = blk.d;
-      for (int j = 0; j < kQK_K / 32; ++j) s[i * 8 + j] = blk.bsums[2 * j] + blk.bsums[2 * j + 1];
+      if (weights == DType::kQ6_K) {  // q6_K's scales are per 16: bsums as they are
+        for (int j = 0; j < kQK_K / 16; ++j) s[i * 16 + j] = blk.bsums[j];
+      } else {
+        for (int j = 0; j < kQK_K / 32; ++j) s[i * 8 + j] = blk.bsums[2 * j] + blk.bsums[2 * j + 1];
+      }
     }
     return;
   }
@@ -75,8 +79,8 @@ void MatMulPackedGroup(const void* packed, DType t, int64_t n_out, int64_t n_in,
   if (n_out <= 0 || n_tok <= 0) return;
   const KernelTable& tab = Table();
   const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
-  FERRY_DCHECK(sh.is_int4() ||
-               (n_in % sh.group == 0 && n_in % 32 == 0 && (!sh.is_q4_k() || n_in % 256 == 0)));
+  FERRY_DCHECK(sh.is_int4() || (n_in % sh.group == 0 && n_in % 32 == 0 &&
+                                (!(sh.is_q4_k() || sh.is_q6_k()) || n_in % 256 == 0)));
   const size_t act_row = PackedActBytes(n_in);
   uint8_t* act_buf = ActScratch(act_row * static_cast<size_t>(n_tok));
   auto quant_range = [&](int64_t t0, int64_t t1) {

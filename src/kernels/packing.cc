@@ -1,4 +1,4 @@
-// PackWeights / UnpackWeights: row-major q4_0, q8_0, q4_K and int4 rows <-> the 8-row interleaved
+// PackWeights / UnpackWeights: row-major q4_0, q8_0, q4_K, q6_K and int4 rows <-> the 8-row interleaved
 // layout of kernels/packed_layout.h. Pure byte moves: the round trip is bit-exact.
 #include <algorithm>
 #include <cstring>
@@ -68,6 +68,55 @@ void MoveRowQ4_K(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   }
 }
 
+// Writes `width` bits of v at bit `shift` of byte b, keeping its other bits.
+inline void SetBits(uint8_t& b, int shift, int width, int v) {
+  const int mask = ((1 << width) - 1) << shift;
+  b = static_cast<uint8_t>((b & ~mask) | ((v << shift) & mask));
+}
+
+// One q6_K row <-> row r of a packed group (layout in packed_layout.h). Element e of a q6_K
+// block: low 4 bits in ql[64 (e / 128) + e % 64] (hi nibble for e % 128 >= 64), high 2 bits at
+// bit 2 ((e % 128) / 32) of qh[32 (e / 128) + e % 32].
+template <bool kToPacked>
+void MoveRowQ6_K(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
+  auto* blocks = reinterpret_cast<block_q6_K*>(row);
+  for (int64_t i = 0; i < sh.nsb(); ++i) {
+    uint8_t* sb = grp + static_cast<size_t>(i) * kK6PackedSbBytes;
+    auto* sc = reinterpret_cast<int8_t*>(sb + kK6ScOffset);
+    auto* d = reinterpret_cast<uint16_t*>(sb + kK6DOffset);
+    block_q6_K& blk = blocks[i];
+    if (kToPacked) {
+      d[r] = blk.d;
+      for (int j = 0; j < 16; ++j) sc[j * 8 + r] = blk.scales[j];
+    } else {
+      blk.d = d[r];
+      for (int j = 0; j < 16; ++j) blk.scales[j] = sc[j * 8 + r];
+    }
+    for (int c = 0; c < 8; ++c) {
+      for (int half = 0; half < 2; ++half) {  // 0: sub-block 2c (lo nibbles), 1: 2c + 1 (hi)
+        for (int k = 0; k < 4; ++k) {
+          for (int b = 0; b < 4; ++b) {
+            const int e = 32 * c + 16 * half + 4 * k + b, l = e % 128;
+            uint8_t& src_lo = blk.ql[64 * (e / 128) + l % 64];
+            uint8_t& src_hi = blk.qh[32 * (e / 128) + l % 32];
+            const int lo_shift = 4 * (l / 64), hi_shift = 2 * (l / 32);
+            uint8_t& pk_lo = sb[c * kK6ChunkBytes + k * 32 + 4 * r + b];
+            uint8_t& pk_hi = sb[c * kK6ChunkBytes + kK6QhOffset + (k / 2) * 32 + 4 * r + b];
+            const int pk_lo_shift = 4 * half, pk_hi_shift = 4 * (k % 2) + 2 * half;
+            if (kToPacked) {
+              SetBits(pk_lo, pk_lo_shift, 4, src_lo >> lo_shift);
+              SetBits(pk_hi, pk_hi_shift, 2, src_hi >> hi_shift);
+            } else {
+              SetBits(src_lo, lo_shift, 4, pk_lo >> pk_lo_shift);
+              SetBits(src_hi, hi_shift, 2, pk_hi >> pk_hi_shift);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Moves one row's bytes between its stored form `src_row` and row r of packed group `grp`.
 // kToPacked selects the direction; both directions share the index arithmetic.
 template <bool kToPacked>
@@ -80,6 +129,8 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   };
   if (sh.is_q4_k()) {
     MoveRowQ4_K<kToPacked>(sh, grp, r, row);
+  } else if (sh.is_q6_k()) {
+    MoveRowQ6_K<kToPacked>(sh, grp, r, row);
   } else if (sh.type == DType::kQ4_0) {
     auto* blocks = reinterpret_cast<block_q4_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
@@ -114,7 +165,7 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
 bool CanPack(DType t, int64_t n_in) {
   if (n_in <= 0) return false;
   if (t == DType::kQ4_0 || t == DType::kQ8_0) return n_in % 32 == 0;
-  if (t == DType::kQ4_K) return n_in % 256 == 0;
+  if (t == DType::kQ4_K || t == DType::kQ6_K) return n_in % 256 == 0;
   if (IsFerryInt4(t)) return true;  // any n_in: ragged last group (core/dtype.h)
   return false;
 }

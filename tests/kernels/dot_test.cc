@@ -109,18 +109,18 @@ TEST(Dot, TilesEqualSingleDotsBitExact) {
   if (tested == 0) GTEST_SKIP() << "no ISA on this CPU has tiled dots";
 }
 
-// q4_0 / q8_0 follow the packed kernels' order (an exact int32 per block, then one fma chain),
-// so every table's in-place dot gives the scalar twin's bits, for block counts on both sides of
-// the eight-block batches.
-TEST(Dot, Q4_0AndQ8_0EqualScalarTwinBitExact) {
+// q4_0 / q8_0 / q4_K / q5_K / q6_K follow the packed kernels' order (an exact int32 per block or
+// super-block, then one fma chain), so every table's in-place dot gives the scalar twin's bits,
+// for block counts on both sides of the eight-block batches.
+TEST(Dot, PackedOrderTypesEqualScalarTwinBitExact) {
   std::mt19937 rng(14);
   const auto& scalar = internal::TableFor(Isa::kScalar);
   for (Isa isa : testing::TestIsas()) {
     const auto& tab = internal::TableFor(isa);
-    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
       for (int64_t nb : {1, 7, 8, 9, 16, 23, 64}) {
-        const int64_t n = 32 * nb;
+        const int64_t n = Traits(t).block_size * nb;
         auto w = RandomRow(rng, t, n);
         auto x = RandomFloats(rng, n, nb % 2 ? 1.f : 100.f);
         auto xq = ToPartner(t, x.data(), n);

@@ -25,6 +25,7 @@ struct Case {
 const Case kCases[] = {{DType::kQ4_0, 32},
                        {DType::kQ8_0, 32},
                        {DType::kQ4_K, 32},
+                       {DType::kQ6_K, 32},
                        {DType::kI4G32, FerryInt4Group(DType::kI4G32)},
                        {DType::kI4G64, FerryInt4Group(DType::kI4G64)},
                        {DType::kI4G128, FerryInt4Group(DType::kI4G128)}};
@@ -34,6 +35,11 @@ struct Weights {
   std::vector<uint8_t> rows;    // [n_out, SrcRowBytes]
   std::vector<uint8_t> packed;  // [TotalBytes]
 };
+
+// q4_K and q6_K rows are whole 256-element super-blocks and meet q8_K activations.
+bool IsKQuant(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ6_K;
+}
 
 std::vector<float> DequantRow(const Case& c, const uint8_t* row, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n));
@@ -127,6 +133,9 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
   EXPECT_EQ(PackedBytes(DType::kQ4_K, 9, 512), 2u * 2 * 1184);
   EXPECT_TRUE(CanPack(DType::kQ4_K, 256));
   EXPECT_FALSE(CanPack(DType::kQ4_K, 288));
+  EXPECT_EQ(PackedBytes(DType::kQ6_K, 9, 512), 2u * 2 * 1680);  // 8 rows x 210: no overhead
+  EXPECT_TRUE(CanPack(DType::kQ6_K, 512));
+  EXPECT_FALSE(CanPack(DType::kQ6_K, 288));
   EXPECT_TRUE(CanPack(DType::kQ4_0, 64));
   EXPECT_TRUE(CanPack(DType::kI4G128, 64));  // ragged last group (core/dtype.h)
   EXPECT_FALSE(CanPack(DType::kF16, 64));
@@ -145,8 +154,8 @@ TEST(Packed, MatMulMatchesNaiveReference) {
       auto x = testing::RandomFloats(rng, n_in * n_tok);
       auto y = RunPacked(w, c, x, 0, n_tok, &pool);
       for (int64_t tk = 0; tk < n_tok; ++tk) {
-        const DType act = c.t == DType::kQ4_K ? DType::kQ8_K : DType::kQ8_0;  // llama.cpp's vec_dot_type
-        auto xq = testing::ToPartner(c.t == DType::kQ4_K ? c.t : DType::kQ8_0, x.data() + tk * n_in, n_in);
+        const DType act = IsKQuant(c.t) ? DType::kQ8_K : DType::kQ8_0;  // llama.cpp's vec_dot_type
+        auto xq = testing::ToPartner(IsKQuant(c.t) ? c.t : DType::kQ8_0, x.data() + tk * n_in, n_in);
         auto xf = testing::Dequant(act, xq.data(), n_in);
         for (int64_t o = 0; o < n_out; ++o) {
           auto wf = DequantRow(c, w.rows.data() + o * w.sh.SrcRowBytes(), n_in);
@@ -217,7 +226,7 @@ TEST(Packed, BatchInvariantBitExact) {
 TEST(Packed, AgreesWithUnpackedMatMul) {
   std::mt19937 rng(55);
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K}) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     SCOPED_TRACE(DTypeName(t));
     Weights w = MakeWeights(rng, {t, 32}, 64, 2048);
     auto x = testing::RandomFloats(rng, 2048 * 3);
@@ -241,7 +250,7 @@ TEST(Packed, InPlaceMatMulEqualsPackedBits) {
       if (!CanMatMul(c.t) || c.group != 32) continue;  // int4 runs only packed
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + c.Name());
       for (const int64_t n_in : {32, 288, 2048}) {
-        if (n_in % 256 != 0 && c.t == DType::kQ4_K) continue;  // whole super-blocks
+        if (n_in % 256 != 0 && IsKQuant(c.t)) continue;  // whole super-blocks
         const int64_t n_out = 21, n_tok = 5;
         Weights w = MakeWeights(rng, c, n_out, n_in);
         auto x = testing::RandomFloats(rng, n_in * n_tok);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -296,6 +297,33 @@ TEST(Model, RepackedWeightsMatchInPlaceWeights) {
     }
     EXPECT_LE(max_abs, max_ref / 127) << DTypeName(type);
     EXPECT_GT(max_ref, 0.0);
+  }
+}
+
+// A layout choice must not change results (issue 19): q4_K and q6_K sum in one order packed
+// and in place (docs/formats.md 8.2), so a Q4_K_M file (q4_K and q6_K matrices, a q6_K tied
+// head) gives the same logits, bit for bit, with --no-repack and repacked, at any chunking.
+TEST(Model, Q4_K_MRepackedEqualsInPlaceBits) {
+  const std::string path = testing::TempDir() + "/repack-q4_k_m.gguf";
+  SyntheticModelOptions o;
+  o.preset = "smollm-draft";  // rows of 256 and 768: every matrix packs
+  o.type = DType::kQ4_K;
+  o.q4_k_m = true;
+  ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
+  auto src = formats::OpenWeightSource(path);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  auto packed = CreateModel(**src);
+  auto in_place = CreateModel(**src, ModelOptions{/*repack_weights=*/false});
+  ASSERT_TRUE(packed.ok() && in_place.ok());
+  ThreadPool pool(2);
+  const auto toks = Prompt(12, 7);
+  const auto want = RunChunked(**in_place, toks, 12, nullptr);
+  for (int chunk : {12, 5}) {
+    const auto got = RunChunked(**packed, toks, chunk, chunk == 5 ? &pool : nullptr);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+          << "chunk " << chunk << " logit " << i << ": repacked " << got[i] << " in place " << want[i];
   }
 }
 

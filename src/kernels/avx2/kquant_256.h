@@ -100,7 +100,8 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
 
 // q6_K against NT q8_K rows, the weight side (bit planes, scales) once for all of them; the
 // same per-token sequence as NT = 1 (see DotK4Rows). int16 pairs: |(q - 32) * x| sums of two
-// stay within 2 * 32 * 128; per int32 lane at most 16 of them times |scale| <= 128.
+// stay within 2 * 32 * 128; per int32 lane at most 16 of them times |scale| <= 128. Per
+// super-block the exact S = sum_j sc_j * sum (q - 32) x, then acc = fma(d * d_x, S, acc).
 template <typename Ops, int NT>
 void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   const auto* a = static_cast<const block_q6_K*>(w);
@@ -109,8 +110,7 @@ void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m2 = _mm256_set1_epi8(3);
   const __m256i m32s = _mm256_set1_epi8(32);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float wd = _cvtsh_ss(a[i].d);
     const uint8_t* q4 = a[i].ql;
@@ -146,12 +146,10 @@ void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
         }
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      const float d = bk[t][i].d * wd;
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-    }
+    for (int t = 0; t < NT; ++t)  // the exact S, then the canonical chain of ref::PackedTile (packed q6_K)
+      acc[t] = std::fma(bk[t][i].d * wd, static_cast<float>(HsumI32x8(sumi[t])), acc[t]);
   }
-  for (int t = 0; t < NT; ++t) out[t] = HsumF32x8(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // The table entries (dispatch.h DotFn / DotTileFn) of one Ops.

@@ -14,6 +14,12 @@ struct Avx2Ops {
                             _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
   }
   static __m256i Sum4(__m256i s16) { return _mm256_madd_epi16(s16, _mm256_set1_epi16(1)); }
+  // 6-bit (q6_K, 0..63): two loads summed in int16 (|.| <= 2 * 2 * 63 * 128 = 32256), then
+  // widened into the int32 sums.
+  static __m256i Acc6(__m256i s32, __m256i a, __m256i xa, __m256i b, __m256i xb) {
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
+    return _mm256_add_epi32(s32, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
   // 8-bit: |w| x sign-adjusted x; pairs reach 2 * 128 * 127, so each maddubs is widened by madd.
   struct W8 {
     __m256i w, aw;

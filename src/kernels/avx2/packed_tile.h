@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/packed_layout.h"
 #include "kernels/with_tokens.h"
@@ -168,6 +169,69 @@ void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
 }
 
+// Half kHalf (0: lo nibbles, sub-block 2c; 1: hi nibbles, 2c + 1) of load kK of a packed q6_K
+// chunk as 6-bit quants 0..63, from its ql load w and qh load h (layout: packed_layout.h).
+template <int kK, int kHalf>
+inline __m256i Q6Quants(__m256i w, __m256i h) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i low = kHalf ? _mm256_and_si256(_mm256_srli_epi16(w, 4), m4) : _mm256_and_si256(w, m4);
+  constexpr int kShift = 4 * (kK % 2) + 2 * kHalf;  // where the field sits; it goes to bits 4-5
+  __m256i high = h;
+  if constexpr (kShift < 4) high = _mm256_slli_epi16(h, 4 - kShift);
+  if constexpr (kShift > 4) high = _mm256_srli_epi16(h, kShift - 4);
+  return _mm256_or_si256(low, _mm256_and_si256(high, m30));
+}
+
+// q6_K weights against q8_K activations (layout and arithmetic: packed_layout.h and
+// ref::PackedTile): per sub-block of 16 the int32 sum of Ops::Acc6 (unsigned quants), less
+// 32 * xsum, times the row's int8 scale; per super-block one FMA (d * S). Each half of a chunk
+// loads the chunk's 6 registers again (from L1) so that NT = 4 keeps its sums in registers.
+template <typename Ops, int NT>
+void TileK6(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < sh.nsb(); ++i) {
+    const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK6PackedSbBytes;
+    __m256i S[NT];
+    for (int t = 0; t < NT; ++t) S[t] = _mm256_setzero_si256();
+    // Sub-block j = 2c + half: the lo (half 0) or hi (half 1) nibbles of chunk c.
+    const auto sub_block = [&](const uint8_t* ch, int j, auto half_c) {
+      constexpr int half = decltype(half_c)::value;
+      __m256i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
+      for (int m = 0; m < 2; ++m) {
+        const __m256i h =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch + internal::kK6QhOffset + 32 * m));
+        const __m256i q0 =
+            Q6Quants<0, half>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch + 64 * m)), h);
+        const __m256i q1 =
+            Q6Quants<1, half>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch + 64 * m + 32)), h);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = act[t].qs + i * 256 + j * 16 + 8 * m;
+          s[t] = Ops::Acc6(s[t], q0, Bcast4(xq), q1, Bcast4(xq + 4));
+          KeepInRegister(s[t]);
+        }
+      }
+      const __m256i sc = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + internal::kK6ScOffset + j * 8)));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i isum = _mm256_sub_epi32(s[t], _mm256_set1_epi32(32 * act[t].s[i * 16 + j]));
+        S[t] = _mm256_add_epi32(S[t], _mm256_mullo_epi32(isum, sc));
+      }
+    };
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* ch = sb + c * internal::kK6ChunkBytes;
+      sub_block(ch, 2 * c, std::integral_constant<int, 0>{});
+      sub_block(ch, 2 * c + 1, std::integral_constant<int, 1>{});
+    }
+    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(sb + internal::kK6DOffset));
+    for (int t = 0; t < NT; ++t)
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[t].d[i])), _mm256_cvtepi32_ps(S[t]), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y[t], acc[t]);
+}
+
 // The PackedTileFn body: groups one at a time (8 rows fill a 256-bit register).
 template <typename Ops>
 void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, int n_grp,
@@ -183,6 +247,8 @@ void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act,
         Tile8<Ops, NT>(g, sh, act, yg);
       } else if (sh.is_q4_k()) {
         TileK4<Ops, NT>(g, sh, act, yg);
+      } else if (sh.is_q6_k()) {
+        TileK6<Ops, NT>(g, sh, act, yg);
       } else if (sh.is_int4()) {
         Tile4<Ops, NT, true>(g, sh, act, yg);
       } else {

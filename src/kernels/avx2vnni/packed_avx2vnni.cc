@@ -12,6 +12,9 @@ struct VnniOps {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(s, lo, xl), hi, xh);
   }
   static __m256i Sum4(__m256i s) { return s; }
+  static __m256i Acc6(__m256i s, __m256i a, __m256i xa, __m256i b, __m256i xb) {  // q6_K, 0..63
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(s, a, xa), b, xb);
+  }
   // Signed 8-bit weights become unsigned w + 128 (xor of the sign bit); 128 * s[b] comes off.
   static __m256i Prep8(__m256i w) { return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))); }
   static __m256i Acc8(__m256i s, __m256i w, __m256i x) { return _mm256_dpbusd_avx_epi32(s, w, x); }

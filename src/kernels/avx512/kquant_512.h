@@ -93,15 +93,15 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
 
 // q6_K against NT q8_K rows. The quants are used unsigned (0..63) and the offset comes off as
 // 32 * sum_j sc_j * bsum_j, exact in int32: |that| <= 32 * 16 * 128 * 2048 = 2^27, and each
-// lane's pair products at most 8 * 2 * 63 * 128 * 128.
+// lane's pair products at most 8 * 2 * 63 * 128 * 128. Per super-block the exact S (all lanes),
+// then acc = fma(d * d_x, S, acc) as every q6_K path.
 template <typename Ops, int NT>
 void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
   const auto* a = static_cast<const block_q6_K*>(w);
   const block_q8_K* b[NT];
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const block_q8_K*>(x[t]);
   const __m512i m4 = _mm512_set1_epi8(0xF), m3 = _mm512_set1_epi8(3);
-  __m512 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float wd = _cvtsh_ss(a[i].d);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales)));
@@ -129,12 +129,12 @@ void DotQ6_KRows(const void* w, const void* const* x, int64_t n, float* out) {
               Ops::MaddAcc(sumi[t], sc, _mm512_maddubs_epi16(q[k], LoadZ(b[t][i].qs + 128 * h + 64 * k)));
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      const float d = b[t][i].d * wd;
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+    for (int t = 0; t < NT; ++t) {  // the exact S, then the canonical chain of ref::PackedTile
+      const int32_t S = HsumI32x8(_mm256_add_epi32(LoHalf(sumi[t]), HiHalf(sumi[t])));
+      acc[t] = std::fma(b[t][i].d * wd, static_cast<float>(S), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = HsumF32x16(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // The table entries (dispatch.h DotFn / DotTileFn) of one Ops; tiles of up to kMaxDotTile.

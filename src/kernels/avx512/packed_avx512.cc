@@ -13,6 +13,12 @@ struct Avx512Ops {
                             _mm512_add_epi16(_mm512_maddubs_epi16(lo, xl), _mm512_maddubs_epi16(hi, xh)));
   }
   static __m512i Sum4(__m512i s16) { return _mm512_madd_epi16(s16, _mm512_set1_epi16(1)); }
+  // 6-bit (q6_K, 0..63): two loads summed in int16 (|.| <= 2 * 2 * 63 * 128 = 32256), then
+  // widened into the int32 sums.
+  static __m512i Acc6(__m512i s32, __m512i a, __m512i xa, __m512i b, __m512i xb) {
+    const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(a, xa), _mm512_maddubs_epi16(b, xb));
+    return _mm512_add_epi32(s32, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+  }
   // 8-bit: |w| x (x negated where w < 0); AVX-512 has no vpsignb, a masked subtract does it.
   // Pairs reach 2 * 128 * 127 < 2^15, so each maddubs is exact and widened by madd.
   struct W8 {

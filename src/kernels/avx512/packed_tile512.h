@@ -14,6 +14,7 @@
 #include "kernels/x86_intrinsics.h"  // first: before anything that includes immintrin.h
 // clang-format on
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/packed_layout.h"
 #include "kernels/with_tokens.h"
@@ -202,12 +203,81 @@ void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
   for (int t = 0; t < NT; ++t) Store<kTwo>(y[t], acc[t]);
 }
 
+// 16 int8 scales: 8 at p (group g) and 8 at p + gs (group g + 1, or zeros) -> int32 lanes.
+template <bool kTwo>
+inline __m512i LoadSc16(const uint8_t* p, size_t gs) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i hi = kTwo ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + gs)) : _mm_setzero_si128();
+  return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(lo, hi));
+}
+
+// Half kHalf (0: lo nibbles, sub-block 2c; 1: hi nibbles, 2c + 1) of load kK of a packed q6_K
+// chunk as 6-bit quants 0..63, from its ql load w and qh load h (layout: packed_layout.h).
+template <int kK, int kHalf>
+inline __m512i Q6Quants(__m512i w, __m512i h) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i low = kHalf ? _mm512_and_si512(_mm512_srli_epi16(w, 4), m4) : _mm512_and_si512(w, m4);
+  constexpr int kShift = 4 * (kK % 2) + 2 * kHalf;  // where the field sits; it goes to bits 4-5
+  __m512i high = h;
+  if constexpr (kShift < 4) high = _mm512_slli_epi16(h, 4 - kShift);
+  if constexpr (kShift > 4) high = _mm512_srli_epi16(h, kShift - 4);
+  return _mm512_or_si512(low, _mm512_and_si512(high, m30));
+}
+
+// q6_K weights against q8_K activations (layout and arithmetic: packed_layout.h and
+// ref::PackedTile): per sub-block of 16 the int32 sum of Ops::Acc6 (unsigned quants), less
+// 32 * xsum, times the row's int8 scale; per super-block one FMA (d * S).
+template <typename Ops, int NT, bool kTwo>
+void TileK6(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  const size_t gs = sh.RowGroupBytes();
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < sh.nsb(); ++i) {
+    const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK6PackedSbBytes;
+    __m512i S[NT];
+    for (int t = 0; t < NT; ++t) S[t] = _mm512_setzero_si512();
+    // Sub-block j = 2c + half: the lo (half 0) or hi (half 1) nibbles of chunk c.
+    const auto sub_block = [&](const uint8_t* ch, int j, auto half_c) {
+      constexpr int half = decltype(half_c)::value;
+      __m512i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
+      for (int m = 0; m < 2; ++m) {
+        const __m512i h = Load2<kTwo>(ch + internal::kK6QhOffset + 32 * m, gs);
+        const __m512i q0 = Q6Quants<0, half>(Load2<kTwo>(ch + 64 * m, gs), h);
+        const __m512i q1 = Q6Quants<1, half>(Load2<kTwo>(ch + 64 * m + 32, gs), h);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = act[t].qs + i * 256 + j * 16 + 8 * m;
+          s[t] = Ops::Acc6(s[t], q0, Bcast4(xq), q1, Bcast4(xq + 4));
+          KeepInRegister(s[t]);
+        }
+      }
+      const __m512i sc = LoadSc16<kTwo>(sb + internal::kK6ScOffset + j * 8, gs);
+      for (int t = 0; t < NT; ++t) {
+        const __m512i isum = _mm512_sub_epi32(s[t], _mm512_set1_epi32(32 * act[t].s[i * 16 + j]));
+        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(isum, sc));
+      }
+    };
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* ch = sb + c * internal::kK6ChunkBytes;
+      sub_block(ch, 2 * c, std::integral_constant<int, 0>{});
+      sub_block(ch, 2 * c + 1, std::integral_constant<int, 1>{});
+    }
+    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sb + internal::kK6DOffset), gs);
+    for (int t = 0; t < NT; ++t)
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[i])), _mm512_cvtepi32_ps(S[t]), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) Store<kTwo>(y[t], acc[t]);
+}
+
 template <typename Ops, int NT, bool kTwo>
 void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   if (sh.type == DType::kQ8_0) {
     Tile8<Ops, NT, kTwo>(grp, sh, act, y);
   } else if (sh.is_q4_k()) {
     TileK4<Ops, NT, kTwo>(grp, sh, act, y);
+  } else if (sh.is_q6_k()) {
+    TileK6<Ops, NT, kTwo>(grp, sh, act, y);
   } else if (sh.is_int4()) {
     Tile4<Ops, NT, true, kTwo>(grp, sh, act, y);
   } else {

@@ -12,6 +12,9 @@ struct VnniOps {
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s, lo, xl), hi, xh);
   }
   static __m512i Sum4(__m512i s) { return s; }
+  static __m512i Acc6(__m512i s, __m512i a, __m512i xa, __m512i b, __m512i xb) {  // q6_K, 0..63
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s, a, xa), b, xb);
+  }
   // Signed 8-bit weights become unsigned w + 128 (xor of the sign bit); 128 * s[b] comes off.
   static __m512i Prep8(__m512i w) { return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))); }
   static __m512i Acc8(__m512i s, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(s, w, x); }

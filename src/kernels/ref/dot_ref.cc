@@ -1,7 +1,7 @@
 // Scalar dot products of a weight row with its partner activation row (llama.cpp pairing:
 // q4_0/q5_0/q8_0 x q8_0, q4_1/q5_1 x q8_1, k-quants x q8_K, f16 x f16, bf16 x bf16).
 // Block-internal sums are exact integers; the float accumulation is in double (truth), except
-// q4_0 / q8_0, which follow the packed kernels' float order (below).
+// q4_0 / q8_0 / q4_K / q5_K / q6_K, which follow the packed kernels' float order (below).
 #include <cmath>
 #include <cstring>
 
@@ -255,15 +255,15 @@ float DotQ5_K(const void* w, const void* x, int64_t n) { return DotK4Family<bloc
 float DotQ6_K(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q6_K*>(w);
   const auto* b = static_cast<const block_q8_K*>(x);
-  double s = 0;
+  float acc = 0.f;  // the exact S per super-block, then the chain of ref::PackedTile (packed q6_K)
   int8_t q[kQK_K];
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     DecodeQ6K(a[i], q);
     int isum = 0;
     for (int j = 0; j < 16; ++j) isum += a[i].scales[j] * Dot16(q + 16 * j, b[i].qs + 16 * j);
-    s += static_cast<double>(H(a[i].d) * b[i].d) * isum;
+    acc = std::fma(b[i].d * H(a[i].d), static_cast<float>(isum), acc);
   }
-  return static_cast<float>(s);
+  return acc;
 }
 
 float DotF32Plain(const float* a, const float* b, int64_t n) {

@@ -47,6 +47,41 @@ void GroupQ4_K(const uint8_t* grp, const internal::PackedShape& sh, const intern
   }
 }
 
+// Element e (0..31) of row r in chunk c (192 bytes) of a packed q6_K super-block: 0..63.
+int Q6(const uint8_t* chunk, int r, int e) {
+  const int half = e / 16, k = (e % 16) / 4, b = e % 4;
+  const int lo = (chunk[k * 32 + 4 * r + b] >> (4 * half)) & 0x0F;
+  const int hi = (chunk[internal::kK6QhOffset + (k / 2) * 32 + 4 * r + b] >> (4 * (k % 2) + 2 * half)) & 3;
+  return lo | hi << 4;
+}
+
+// One 8-row group of q6_K: per super-block and row the exact int32
+// S = sum_j sc_j * (isum_j - 32 * xsum_j) over the 16 sub-blocks of 16 (isum_j over the unsigned
+// quants), then acc = fma(d * d_x, S, acc).
+void GroupQ6_K(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
+               float* const* y, int y_off) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < internal::kPackRows; ++r) {
+      float acc = 0.f;
+      for (int64_t i = 0; i < sh.nsb(); ++i) {
+        const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK6PackedSbBytes;
+        const auto* sc = reinterpret_cast<const int8_t*>(sb + internal::kK6ScOffset);
+        const auto* d = reinterpret_cast<const uint16_t*>(sb + internal::kK6DOffset);
+        int32_t S = 0;
+        for (int j = 0; j < 16; ++j) {
+          const int8_t* xq = act[t].qs + i * 256 + j * 16;
+          int32_t isum = 0;
+          for (int e = 0; e < 16; ++e)
+            isum += Q6(sb + (j / 2) * internal::kK6ChunkBytes, r, 16 * (j % 2) + e) * xq[e];
+          S += sc[j * 8 + r] * (isum - 32 * act[t].s[i * 16 + j]);
+        }
+        acc = std::fma(Fp16ToFp32(d[r]) * act[t].d[i], static_cast<float>(S), acc);
+      }
+      y[t][y_off + r] = acc;
+    }
+  }
+}
+
 // One 8-row group.
 void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
            float* const* y, int y_off) {
@@ -87,9 +122,10 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
 
 void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
                 int n_grp, float* const* y) {
+  const auto group = sh.is_q4_k() ? GroupQ4_K : sh.is_q6_k() ? GroupQ6_K : Group;
   for (int gi = 0; gi < n_grp; ++gi)
-    (sh.is_q4_k() ? GroupQ4_K : Group)(grp + static_cast<size_t>(gi) * sh.RowGroupBytes(), sh, act, nt, y,
-                                       gi * static_cast<int>(internal::kPackRows));
+    group(grp + static_cast<size_t>(gi) * sh.RowGroupBytes(), sh, act, nt, y,
+          gi * static_cast<int>(internal::kPackRows));
 }
 
 }  // namespace ferry::kernels::ref
