@@ -33,17 +33,21 @@ double KvCacheManager::Usage() const {
   return 1.0 - static_cast<double>(pool_.NumFree()) / num_blocks();
 }
 
-PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) const {
+namespace {
+
+// The chain of full-block hashes of tokens, block by block (never the block of the last token:
+// its logits must be computed); take(hash, hit) adds that block to hit, or returns false to end
+// the prefix there.
+template <typename Take>
+PrefixHit WalkPrefix(std::span<const int32_t> tokens, const KvCacheConfig& config, Take&& take) {
   PrefixHit hit;
-  if (!config_.prefix_caching || tokens.empty()) return hit;
-  const size_t bs = static_cast<size_t>(config_.block_size);
+  if (!config.prefix_caching || tokens.empty()) return hit;
+  const size_t bs = static_cast<size_t>(config.block_size);
   const size_t max_blocks = (tokens.size() - 1) / bs;
   BlockHash parent = kRootBlockHash;
   for (size_t i = 0; i < max_blocks; ++i) {
-    BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
-    auto id = pool_.Find(h);
-    if (!id) break;
-    hit.blocks.push_back(*id);
+    const BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
+    if (!take(h, hit)) break;
     hit.hashes.push_back(h);
     parent = h;
   }
@@ -51,29 +55,30 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) cons
   return hit;
 }
 
+}  // namespace
+
+PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) const {
+  return WalkPrefix(tokens, config_, [&](BlockHash h, PrefixHit& hit) {
+    auto id = pool_.Find(h);
+    if (id) hit.blocks.push_back(*id);
+    return id.has_value();
+  });
+}
+
 PrefixHit KvCacheManager::FindPrefix(std::span<const int32_t> tokens) {
   if (!tiers_) return FindCachedPrefix(tokens);
-  PrefixHit hit;
-  if (!config_.prefix_caching || tokens.empty()) return hit;
-  const size_t bs = static_cast<size_t>(config_.block_size);
-  const size_t max_blocks = (tokens.size() - 1) / bs;
-  BlockHash parent = kRootBlockHash;
-  for (size_t i = 0; i < max_blocks; ++i) {
-    BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
+  return WalkPrefix(tokens, config_, [&](BlockHash h, PrefixHit& hit) {
     if (auto id = pool_.Find(h)) {
       hit.blocks.push_back(*id);
-    } else {
-      auto fetched = tiers_->Fetch(h);
-      // A block of another size (e.g. stored before the INT8 key copy was enabled) is a miss.
-      if (!fetched || fetched->bytes->size() != content_->BlockBytes()) break;
-      hit.restores.push_back({hit.blocks.size(), std::move(fetched->bytes), fetched->tier});
-      hit.blocks.push_back(kTierBlock);
+      return true;
     }
-    hit.hashes.push_back(h);
-    parent = h;
-  }
-  hit.num_tokens = static_cast<int32_t>(hit.blocks.size() * bs);
-  return hit;
+    auto fetched = tiers_->Fetch(h);
+    // A block of another size (e.g. stored before the INT8 key copy was enabled) is a miss.
+    if (!fetched || fetched->bytes->size() != content_->BlockBytes()) return false;
+    hit.restores.push_back({hit.blocks.size(), std::move(fetched->bytes), fetched->tier});
+    hit.blocks.push_back(kTierBlock);
+    return true;
+  });
 }
 
 void KvCacheManager::AttachTiers(TieredBlockStore* store, BlockContent* content) {

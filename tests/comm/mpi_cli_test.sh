@@ -13,22 +13,8 @@ flags=(--oversubscribe)
 mpirun() { "$mpiexec" "${flags[@]}" "$@"; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
-
-# Every process below pid $1.
-descendants() {
-  local c
-  for c in $(pgrep -P "$1"); do
-    echo "$c"
-    descendants "$c"
-  done
-}
-# The pid of world rank $1 among the processes below pid $2 (Open MPI puts the rank in the environment).
-rank_pid() {
-  for p in $(descendants "$2"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
-  done
-}
+# fail, descendants, rank_pid
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_test_lib.sh"
 
 # A long split job (perplexity over a big text) with one rank hit by signal $1 after it started.
 hit_rank() {

@@ -16,20 +16,8 @@ flags=(--oversubscribe)
 out=$(mktemp -d)
 job=""
 trap '[ -n "$job" ] && kill -KILL "$job" 2>/dev/null; rm -rf "$out"' EXIT
-fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
-
-descendants() {
-  local c
-  for c in $(pgrep -P "$1"); do
-    echo "$c"
-    descendants "$c"
-  done
-}
-rank_pid() {
-  for p in $(descendants "$2"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
-  done
-}
+# fail, descendants, rank_pid
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_test_lib.sh"
 
 # Starts a server (the command in "$@", in the background as $job) and sets $port once it listens.
 start_server() {

@@ -180,20 +180,45 @@ TEST(KvCacheTypes, PagedCopiesCarryQuantizedBytes) {
   }
 }
 
+// tiny-hd64 (head_dim 64, so every KV type fits) written with weights of `type` and standard
+// deviation 0.08 to TempDir()/name, and loaded; model is null (and the test failed) on an error.
+struct TinyHd64 {
+  std::unique_ptr<formats::WeightSource> src;  // the model reads its weights from here
+  std::unique_ptr<Model> model;
+};
+TinyHd64 LoadTinyHd64(const std::string& name, DType type) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  SyntheticModelOptions o;
+  o.preset = "tiny-hd64";
+  o.type = type;
+  o.stddev = 0.08f;
+  TinyHd64 t;
+  if (Status st = WriteSyntheticModel(path, o); !st.ok()) {
+    ADD_FAILURE() << st.ToString();
+    return t;
+  }
+  auto src = formats::OpenWeightSource(path);
+  if (!src.ok()) {
+    ADD_FAILURE() << src.status().ToString();
+    return t;
+  }
+  t.src = std::move(*src);
+  auto m = CreateModel(*t.src);
+  if (!m.ok()) {
+    ADD_FAILURE() << m.status().ToString();
+    return t;
+  }
+  t.model = std::move(*m);
+  return t;
+}
+
 // A model run through a paged cache with shuffled blocks stores the same bytes and produces
 // the same logits as through the contiguous cache, for every type.
 TEST(KvCacheTypes, PagedEqualsContiguousBitForBit) {
-  const std::string path = ::testing::TempDir() + "/kv-types-tiny-hd64.gguf";
-  SyntheticModelOptions o;
-  o.preset = "tiny-hd64";
-  o.type = DType::kQ8_0;
-  o.stddev = 0.08f;
-  ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
-  auto src = formats::OpenWeightSource(path);
-  ASSERT_TRUE(src.ok());
-  auto m = CreateModel(**src);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const ModelConfig& c = (*m)->config();
+  TinyHd64 t64 = LoadTinyHd64("kv-types-tiny-hd64.gguf", DType::kQ8_0);
+  ASSERT_TRUE(t64.model);
+  const Model* m = t64.model.get();
+  const ModelConfig& c = m->config();
   const int n = 45, bs = 8;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
     SCOPED_TRACE(DTypeName(t));
@@ -207,8 +232,8 @@ TEST(KvCacheTypes, PagedEqualsContiguousBitForBit) {
     for (int s = 0; s < n; s += 10) {  // prefill chunks of 10, then decode-sized calls
       ForwardBatch b;
       for (int i = s; i < std::min(n, s + 10); ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
-      ASSERT_TRUE((*m)->Forward(b, *cont, lc.data() + static_cast<size_t>(s) * c.n_vocab, nullptr).ok());
-      ASSERT_TRUE((*m)->Forward(b, *paged, lp.data() + static_cast<size_t>(s) * c.n_vocab, nullptr).ok());
+      ASSERT_TRUE(m->Forward(b, *cont, lc.data() + static_cast<size_t>(s) * c.n_vocab, nullptr).ok());
+      ASSERT_TRUE(m->Forward(b, *paged, lp.data() + static_cast<size_t>(s) * c.n_vocab, nullptr).ok());
     }
     EXPECT_EQ(lc, lp);
     for (int32_t l = 0; l < c.n_layers; ++l)
@@ -254,17 +279,11 @@ TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
 // before K is stored, so an f32 cache holds H k and the scores q.k, hence the logits, are those
 // of the plain cache up to f32 rounding.
 TEST(KvCacheRotate, LogitsUnchangedAndKeysStoredRotated) {
-  const std::string path = ::testing::TempDir() + "/kv-rotate-tiny-hd64.gguf";
-  SyntheticModelOptions o;
-  o.preset = "tiny-hd64";
-  o.type = DType::kF32;  // no activation rounding that a last-bit difference could flip
-  o.stddev = 0.08f;
-  ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
-  auto src = formats::OpenWeightSource(path);
-  ASSERT_TRUE(src.ok());
-  auto m = CreateModel(**src);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const ModelConfig& c = (*m)->config();
+  // f32 weights: no activation rounding that a last-bit difference could flip.
+  TinyHd64 t64 = LoadTinyHd64("kv-rotate-tiny-hd64.gguf", DType::kF32);
+  ASSERT_TRUE(t64.model);
+  const Model* m = t64.model.get();
+  const ModelConfig& c = m->config();
   const int n = 40;
   KvCacheTypes rotated = KvCacheTypes::F32();
   rotated.rotate_k = true;
@@ -275,8 +294,8 @@ TEST(KvCacheRotate, LogitsUnchangedAndKeysStoredRotated) {
   for (int s0 = 0; s0 < n; s0 += 10) {  // prefill chunks, then the next chunk attends to them
     ForwardBatch b;
     for (int i = s0; i < s0 + 10; ++i) b.Add(3 + (i * 37) % 500, i, 0, true);
-    ASSERT_TRUE((*m)->Forward(b, *plain_kv, lp.data() + static_cast<size_t>(s0) * c.n_vocab, nullptr).ok());
-    ASSERT_TRUE((*m)->Forward(b, *rot_kv, lr.data() + static_cast<size_t>(s0) * c.n_vocab, nullptr).ok());
+    ASSERT_TRUE(m->Forward(b, *plain_kv, lp.data() + static_cast<size_t>(s0) * c.n_vocab, nullptr).ok());
+    ASSERT_TRUE(m->Forward(b, *rot_kv, lr.data() + static_cast<size_t>(s0) * c.n_vocab, nullptr).ok());
   }
   float max_logit = 0, max_diff = 0;
   for (size_t i = 0; i < lp.size(); ++i) {
