@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -64,12 +65,23 @@ MeanSd Stats(const std::vector<double>& v) {
 
 // The type of the bulk of the weights: that of the largest 2-D tensor other than embeddings.
 std::string WeightTypeName(const formats::WeightSource& src) {
-  const formats::TensorRef* best = nullptr;
+  // The type holding most bytes of the layers' matrices, then the others of a mix (Q4_K_M:
+  // "q4_k+q6_k"), not the type of the single largest tensor (one q6_K ffn_down in Q4_K_M).
+  // Types under 2% of those bytes (an MoE's f32 routers) are left out.
+  std::map<DType, size_t> bytes;
+  size_t total = 0;
   for (const auto& t : src.tensors()) {
-    if (t.shape.size() != 2 || t.name == "token_embd.weight" || t.name == "output.weight") continue;
-    if (!best || t.nbytes > best->nbytes) best = &t;
+    if (t.shape.size() < 2 || t.name == "token_embd.weight" || t.name == "output.weight") continue;
+    bytes[t.dtype] += t.nbytes;
+    total += t.nbytes;
   }
-  return best ? DTypeName(best->dtype) : "unknown";
+  std::vector<std::pair<size_t, DType>> by_bytes;
+  for (const auto& [type, n] : bytes)
+    if (n * 50 >= total) by_bytes.push_back({n, type});
+  std::sort(by_bytes.rbegin(), by_bytes.rend());
+  std::string name;
+  for (const auto& [n, type] : by_bytes) name += (name.empty() ? "" : "+") + std::string(DTypeName(type));
+  return name.empty() ? "unknown" : name;
 }
 
 // Prefill P tokens of sequence 0 starting at position pos0; returns seconds.
