@@ -296,18 +296,30 @@ TEST_F(ServerTest, MetricsCountRequestsInPrometheusFormat) {
   EXPECT_GE(testing::Metric(*server_, "ferry:generation_tokens_total"), 3);
 }
 
-TEST_F(ServerTest, BenchServeReportsEveryRequest) {
-  const std::string cmd =
-      testing::FerryBinary() + " bench serve --url http://127.0.0.1:" + std::to_string(server_->port()) +
-      " --num-requests 6 --request-rate 200 --input-len 8:16 --output-len 5 --max-concurrency 3 --json";
+// `ferry bench serve --url <this server> ARGS --json`'s JSON; discarded (and the test failed) if
+// the command fails or prints something else.
+json BenchServe(const ServerProcess& server, const std::string& args) {
+  const std::string cmd = testing::FerryBinary() +
+                          " bench serve --url http://127.0.0.1:" + std::to_string(server.port()) + " " +
+                          args + " --json";
   FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+  if (p == nullptr) {
+    ADD_FAILURE() << "cannot run " << cmd;
+    return json(json::value_t::discarded);
+  }
   std::string out;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
   EXPECT_EQ(pclose(p), 0) << out;
   json j = json::parse(out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_FALSE(j.is_discarded()) << out;
+  return j;
+}
+
+TEST_F(ServerTest, BenchServeReportsEveryRequest) {
+  json j = BenchServe(
+      *server_, "--num-requests 6 --request-rate 200 --input-len 8:16 --output-len 5 --max-concurrency 3");
+  ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["model"], "tiny");
   EXPECT_EQ(j["completed"], 6);
   EXPECT_EQ(j["errors"], 0);
@@ -322,17 +334,9 @@ TEST_F(ServerTest, BenchServeReportsEveryRequest) {
 // --multi-turn: each conversation re-sends its history, so every turn's prompt is longer than
 // the last by the reply and the new user tokens; TTFT comes per turn.
 TEST_F(ServerTest, BenchServeMultiTurnResendsTheGrowingHistory) {
-  const std::string cmd =
-      testing::FerryBinary() + " bench serve --url http://127.0.0.1:" + std::to_string(server_->port()) +
-      " --num-requests 3 --multi-turn 3 --input-len 8 --output-len 4 --max-concurrency 2 --json";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
-  json j = json::parse(out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << out;
+  json j = BenchServe(*server_,
+                      "--num-requests 3 --multi-turn 3 --input-len 8 --output-len 4 --max-concurrency 2");
+  ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["conversations"], 3);
   EXPECT_EQ(j["turns"], 3);
   EXPECT_EQ(j["num_requests"], 9);
