@@ -1,16 +1,23 @@
-// The serving engine with K/V stored as f16, bf16, q8_0 and q4_0 (model tiny-hd64: head_dim
-// 64, so the 32-value blocks fit): batched equals alone with chunked prefill, preemption by
+// The serving engine with K/V stored as f16, bf16, q8_0 and q4_0, and q4_0 with K rotated
+// (--cache-rotate) (model tiny-hd64: head_dim 64, so the 32-value blocks fit): batched equals alone with chunked prefill, preemption by
 // recompute and static batching; prefix-cache hits and forks (copy-on-write of a shared
 // partial block) give the outputs of independent runs. Each type's rounding is a function of
 // the written row only, so every one of these stays exact.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "engine_core_fixture.h"
 
 namespace ferry {
+
+// gtest prints a parameter through this (its default dumps the struct's bytes, padding included).
+void PrintTo(const KvCacheTypes& t, std::ostream* os) {
+  *os << "K " << DTypeName(t.k) << ", V " << DTypeName(t.v) << (t.rotate_k ? ", K rotated" : "");
+}
+
 namespace {
 
 class KvTypesEngineTest : public EngineCoreTest, public ::testing::WithParamInterface<KvCacheTypes> {
@@ -97,7 +104,8 @@ TEST_P(KvTypesEngineTest, StoredTypeReachesTheKernels) {
 }
 
 std::string TypesName(const ::testing::TestParamInfo<KvCacheTypes>& info) {
-  return std::string("K_") + DTypeName(info.param.k) + "_V_" + DTypeName(info.param.v);
+  return std::string("K_") + DTypeName(info.param.k) + "_V_" + DTypeName(info.param.v) +
+         (info.param.rotate_k ? "_rotated" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KvTypesEngineTest,
@@ -105,7 +113,8 @@ INSTANTIATE_TEST_SUITE_P(Types, KvTypesEngineTest,
                                            KvCacheTypes{DType::kBF16, DType::kBF16},
                                            KvCacheTypes{DType::kQ8_0, DType::kQ8_0},
                                            KvCacheTypes{DType::kQ4_0, DType::kQ4_0},
-                                           KvCacheTypes{DType::kQ8_0, DType::kF16}),
+                                           KvCacheTypes{DType::kQ8_0, DType::kF16},
+                                           KvCacheTypes{DType::kQ4_0, DType::kQ4_0, /*rotate_k=*/true}),
                          TypesName);
 
 }  // namespace
