@@ -1,8 +1,8 @@
 // The serving engine with K/V stored as f16, bf16, q8_0 and q4_0, and q4_0 with K rotated
-// (--cache-rotate) (model tiny-hd64: head_dim 64, so the 32-value blocks fit): batched equals alone with chunked prefill, preemption by
-// recompute and static batching; prefix-cache hits and forks (copy-on-write of a shared
-// partial block) give the outputs of independent runs. Each type's rounding is a function of
-// the written row only, so every one of these stays exact.
+// (--cache-rotate) (model tiny-hd64: head_dim 64, so the 32-value blocks fit): batched equals
+// alone with chunked prefill, preemption by recompute and static batching; prefix-cache hits
+// and forks (copy-on-write of a shared partial block) give the outputs of independent runs.
+// Each type's rounding is a function of the written row only, so every one of these stays exact.
 #include <gtest/gtest.h>
 
 #include <ostream>
