@@ -35,11 +35,12 @@ void EncodeCacheShape(const FollowerCacheShape& s, std::vector<int32_t>* w) {
         s.n_slots,
         s.max_seq_len,
         static_cast<int32_t>(s.kv_types.k),
-        static_cast<int32_t>(s.kv_types.v)};
+        static_cast<int32_t>(s.kv_types.v),
+        s.kv_types.rotate_k ? 1 : 0};
 }
 
 StatusOr<FollowerCacheShape> DecodeCacheShape(const std::vector<int32_t>& w) {
-  if (w.size() != 6) return Damaged("cache shape");
+  if (w.size() != 7) return Damaged("cache shape");
   FollowerCacheShape s;
   s.num_blocks = w[0];
   s.block_size = w[1];
@@ -47,6 +48,7 @@ StatusOr<FollowerCacheShape> DecodeCacheShape(const std::vector<int32_t>& w) {
   s.max_seq_len = w[3];
   s.kv_types.k = static_cast<DType>(w[4]);
   s.kv_types.v = static_cast<DType>(w[5]);
+  s.kv_types.rotate_k = w[6] != 0;  // --cache-rotate: every rank's shard stores K rotated alike
   return s;
 }
 

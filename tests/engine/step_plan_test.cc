@@ -1,0 +1,63 @@
+// The messages rank 0's engine sends its follower ranks (engine/step_plan.h): the cache shape
+// and a step survive encoding whole, and a damaged message is an error, not a crash.
+#include "engine/step_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace ferry {
+namespace {
+
+TEST(StepPlan, CacheShapeRoundTripsEveryField) {
+  for (bool rotate : {false, true}) {
+    FollowerCacheShape s;
+    s.num_blocks = 91;
+    s.block_size = 16;
+    s.n_slots = 5;
+    s.max_seq_len = 2048;
+    s.kv_types = KvCacheTypes{DType::kQ4_0, DType::kQ8_0, rotate};
+    std::vector<int32_t> words;
+    EncodeCacheShape(s, &words);
+    auto back = DecodeCacheShape(words);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->num_blocks, 91);
+    EXPECT_EQ(back->block_size, 16);
+    EXPECT_EQ(back->n_slots, 5);
+    EXPECT_EQ(back->max_seq_len, 2048);
+    EXPECT_EQ(back->kv_types, s.kv_types) << "rotate " << rotate;  // --cache-rotate included
+    words.pop_back();
+    EXPECT_FALSE(DecodeCacheShape(words).ok());
+  }
+}
+
+TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
+  StepPlan p;
+  p.block_copies = {{3, 7}, {1, 2}};
+  p.block_tables = {{4, 5, 6}, {}, {9}};
+  p.batch.Add(11, 0, 0, false);
+  p.batch.Add(12, 1, 0, true);
+  p.batch.Add(13, 5, 2, true);
+  p.hidden = true;
+  std::vector<int32_t> words;
+  EncodeStepPlan(p, &words);
+  StepPlan q;
+  ASSERT_TRUE(DecodeStepPlan(words, &q).ok());
+  EXPECT_EQ(q.block_copies, p.block_copies);
+  EXPECT_EQ(q.block_tables, p.block_tables);
+  EXPECT_EQ(q.batch.tokens, p.batch.tokens);
+  EXPECT_EQ(q.batch.positions, p.batch.positions);
+  EXPECT_EQ(q.batch.seq_ids, p.batch.seq_ids);
+  EXPECT_EQ(q.batch.want_logits, p.batch.want_logits);
+  EXPECT_TRUE(q.hidden);
+  for (size_t cut = 0; cut < words.size(); ++cut) {  // every truncation
+    std::vector<int32_t> w(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(cut));
+    EXPECT_FALSE(DecodeStepPlan(w, &q).ok()) << cut;
+  }
+  std::vector<int32_t> huge = words;
+  huge[0] = 1 << 30;  // a count far beyond the words left
+  EXPECT_FALSE(DecodeStepPlan(huge, &q).ok());
+}
+
+}  // namespace
+}  // namespace ferry
