@@ -50,11 +50,14 @@ inline __m256 Exp8(__m256 x) {
   return _mm256_andnot_ps(underflow, res);
 }
 
-inline int HsumI32x8(__m256i a) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+inline int HsumI32x4(__m128i s) {
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm_cvtsi128_si32(s);
+}
+
+inline int HsumI32x8(__m256i a) {
+  return HsumI32x4(_mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
 }
 
 // 16 bytes of nibbles -> 32 bytes in [0, 15]: low nibbles first, then high nibbles.

@@ -55,11 +55,7 @@ void DotK4Rows(const void* w, const void* const* x, int64_t n, float* out) {
         _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]),
                                            static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
     int32_t mins[NT];  // M = sum_j m_j * (bsum 2j + bsum 2j+1), exact
-    for (int t = 0; t < NT; ++t) {
-      __m128i mm = MinsTimesBsums(mins_and_scales, b[t][i].bsums);
-      mm = _mm_add_epi32(mm, _mm_unpackhi_epi64(mm, mm));
-      mins[t] = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1))));
-    }
+    for (int t = 0; t < NT; ++t) mins[t] = HsumI32x4(MinsTimesBsums(mins_and_scales, b[t][i].bsums));
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(sc128), sc128, 1);
     const uint8_t* q4 = a[i].qs;
