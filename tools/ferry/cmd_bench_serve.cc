@@ -27,6 +27,7 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "engine/engine_metrics.h"
+#include "length_range.h"
 
 namespace ferry::cli {
 namespace {
@@ -34,7 +35,7 @@ namespace {
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-struct Opts {
+struct BenchServeOpts {
   std::string url = "http://127.0.0.1:8080";
   std::string endpoint = "/v1/completions";
   std::string model;  // empty: the first of /v1/models
@@ -49,23 +50,6 @@ struct Opts {
   int32_t multi_turn = 1;  // turns per conversation (1: independent requests)
 };
 
-struct Range {
-  int32_t lo = 0, hi = 0;
-};
-
-StatusOr<Range> ParseLen(const std::string& s, const char* flag) {
-  Range r;
-  const size_t colon = s.find(':');
-  try {
-    r.lo = std::stoi(s.substr(0, colon));
-    r.hi = colon == std::string::npos ? r.lo : std::stoi(s.substr(colon + 1));
-  } catch (...) {
-    return InvalidArgumentError("{} '{}': expected N or MIN:MAX", flag, s);
-  }
-  if (r.lo <= 0 || r.hi < r.lo) return InvalidArgumentError("{} '{}': need 0 < MIN <= MAX", flag, s);
-  return r;
-}
-
 // One request's measurements (seconds).
 struct Sample {
   bool ok = false;
@@ -76,7 +60,7 @@ struct Sample {
   std::string text;         // the completion (multi-turn: the next turn's history)
 };
 
-Sample RunOne(const std::string& host, int port, const Opts& o, const std::string& model,
+Sample RunOne(const std::string& host, int port, const BenchServeOpts& o, const std::string& model,
               const std::vector<int32_t>& prompt, int32_t max_tokens) {
   Sample s;
   s.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -148,7 +132,7 @@ Sample RunOne(const std::string& host, int port, const Opts& o, const std::strin
 
 // The server's token ids for `text` (POST /tokenize, no special tokens): a reply re-sent as
 // history, as a chat client sends it back as text.
-StatusOr<std::vector<int32_t>> Tokenize(const std::string& host, int port, const Opts& o,
+StatusOr<std::vector<int32_t>> Tokenize(const std::string& host, int port, const BenchServeOpts& o,
                                         const std::string& model, const std::string& text) {
   httplib::Client client(host, port);
   client.set_read_timeout(600);
@@ -164,13 +148,13 @@ StatusOr<std::vector<int32_t>> Tokenize(const std::string& host, int port, const
   return j["tokens"].get<std::vector<int32_t>>();
 }
 
-int RunBenchServe(const Opts& o) {
+int RunBenchServe(const BenchServeOpts& o) {
   // Debian's httplib sends without MSG_NOSIGNAL: a server that closes a connection mid-request
   // is a counted error, not the end of the benchmark.
   signal(SIGPIPE, SIG_IGN);
-  auto in = ParseLen(o.input_len, "--input-len");
+  auto in = ParseLengthRange(o.input_len, "--input-len");
   if (!in.ok()) return Fail(in.status());
-  auto out = ParseLen(o.output_len, "--output-len");
+  auto out = ParseLengthRange(o.output_len, "--output-len");
   if (!out.ok()) return Fail(out.status());
   double rate = std::numeric_limits<double>::infinity();
   if (o.request_rate != "inf") {
@@ -366,7 +350,7 @@ int RunBenchServe(const Opts& o) {
 }  // namespace
 
 Runner AddBenchServeCommand(CLI::App& bench) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<BenchServeOpts>();
   CLI::App* cmd =
       bench.add_subcommand("serve", "online serving benchmark against a running OpenAI-compatible server");
   cmd->add_option("--url", o->url, "server base URL, http://HOST:PORT")->capture_default_str();

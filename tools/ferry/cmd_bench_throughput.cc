@@ -17,29 +17,13 @@
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "engine_flags.h"
+#include "length_range.h"
 #include "parallel_flags.h"
 
 namespace ferry::cli {
 namespace {
 
-struct Range {
-  int32_t lo = 0, hi = 0;
-};
-
-StatusOr<Range> ParseRange(const std::string& s, const char* flag) {
-  Range r;
-  size_t colon = s.find(':');
-  try {
-    r.lo = std::stoi(s.substr(0, colon));
-    r.hi = colon == std::string::npos ? r.lo : std::stoi(s.substr(colon + 1));
-  } catch (...) {
-    return InvalidArgumentError("{} '{}': expected MIN:MAX (e.g. 32:512)", flag, s);
-  }
-  if (r.lo <= 0 || r.hi < r.lo) return InvalidArgumentError("{} '{}': need 0 < MIN <= MAX", flag, s);
-  return r;
-}
-
-struct Opts {
+struct ThroughputBenchOpts {
   ModelFlags model;
   int32_t num_prompts = 64;
   std::string input_len = "32:512", output_len = "16:256";
@@ -58,10 +42,10 @@ struct Opts {
   ParallelFlags parallel;      // under mpirun: rank 0 runs the engine, the other ranks follow it
 };
 
-int RunThroughputBench(const Opts& o) {
-  auto in_range = ParseRange(o.input_len, "--input-len");
+int RunThroughputBench(const ThroughputBenchOpts& o) {
+  auto in_range = ParseLengthRange(o.input_len, "--input-len");
   if (!in_range.ok()) return Fail(in_range.status());
-  auto out_range = ParseRange(o.output_len, "--output-len");
+  auto out_range = ParseLengthRange(o.output_len, "--output-len");
   if (!out_range.ok()) return Fail(out_range.status());
   auto kv_bytes = ParseMemorySize(o.kv_memory, "--kv-cache-memory");
   if (!kv_bytes.ok()) return Fail(kv_bytes.status());
@@ -233,7 +217,7 @@ int RunThroughputBench(const Opts& o) {
 }  // namespace
 
 Runner AddBenchThroughputCommand(CLI::App& bench) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ThroughputBenchOpts>();
   CLI::App* cmd = bench.add_subcommand("throughput", "offline serving throughput of the batching engine");
   o->model.Add(cmd);
   cmd->add_option("--num-prompts", o->num_prompts, "requests, all submitted at once")
