@@ -1,5 +1,7 @@
 #include "constraint/compiled_grammar.h"
 
+#include "base/check.h"
+
 namespace ferry::constraint {
 
 size_t CompiledGrammar::VecHash::operator()(const std::vector<int32_t>& v) const {
@@ -8,10 +10,45 @@ size_t CompiledGrammar::VecHash::operator()(const std::vector<int32_t>& v) const
   return static_cast<size_t>(h);
 }
 
+StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Create(
+    Program program, std::shared_ptr<const TokenVocabulary> vocab) {
+  for (TokenTerminal& t : program.tokens) {
+    const char* neg = t.negated ? "!" : "";
+    if (t.id < 0) {
+      t.id = vocab->FindToken(t.text);
+      if (t.id < 0)
+        return InvalidArgumentError(
+            "grammar token {}{} is not a token of this model's vocabulary (write <[id]> for a token by id, "
+            "or a string literal for text)",
+            neg, t.text);
+    } else if (t.id >= vocab->size()) {
+      return InvalidArgumentError("grammar token {}<[{}]> is outside this model's vocabulary of {} tokens",
+                                  neg, t.id, vocab->size());
+    }
+  }
+  return std::make_shared<const CompiledGrammar>(std::move(program), std::move(vocab));
+}
+
 CompiledGrammar::CompiledGrammar(Program program, std::shared_ptr<const TokenVocabulary> vocab)
     : program_(std::move(program)),
       vocab_(std::move(vocab)),
-      machine_(std::make_unique<StackMachine>(&program_)) {}
+      machine_(std::make_unique<StackMachine>(&program_)) {
+  const size_t words = (static_cast<size_t>(vocab_->size()) + 63) / 64;
+  for (const TokenTerminal& t : program_.tokens) {
+    FERRY_CHECK(t.id >= 0 && t.id < vocab_->size());  // Create() binds them
+    std::vector<uint64_t> mask(words, 0);
+    auto set = [&](int32_t id) { mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
+    if (t.negated) {
+      // Any one token but this one, as llama.cpp's !<...>: never an end token (those end the
+      // output where the grammar may end) nor a token with neither bytes nor a text.
+      for (int32_t id = 0; id < vocab_->size(); ++id)
+        if (id != t.id && vocab_->IsProducible(id)) set(id);
+    } else {
+      set(t.id);
+    }
+    token_masks_.push_back(std::move(mask));
+  }
+}
 
 const ContextTokens& CompiledGrammar::Context(const std::vector<int32_t>& key) const {
   std::lock_guard<std::mutex> lock(mu_);

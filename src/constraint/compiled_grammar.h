@@ -26,12 +26,24 @@ struct ContextTokens {
 
 class CompiledGrammar {
  public:
+  // Binds the program's token terminals to the vocabulary: an error names a token text that
+  // is no single token of it, or an id outside it.
+  static StatusOr<std::shared_ptr<const CompiledGrammar>> Create(
+      Program program, std::shared_ptr<const TokenVocabulary> vocab);
+  // For a program whose token terminals are bound (or that has none); checked.
   CompiledGrammar(Program program, std::shared_ptr<const TokenVocabulary> vocab);
   const Program& program() const { return program_; }
   const TokenVocabulary& vocab() const { return *vocab_; }
   // The token sets of a context key (positions from the top of the stack down); computed
   // on first use, thread-safe. The reference stays valid for the grammar's lifetime.
   const ContextTokens& Context(const std::vector<int32_t>& key) const;
+  // Token terminal t's tokens: [ceil(n_vocab / 64)] bits.
+  const std::vector<uint64_t>& TokenTerminalMask(int32_t t) const {
+    return token_masks_[static_cast<size_t>(t)];
+  }
+  bool TokenTerminalMatches(int32_t t, int32_t token) const {
+    return (token_masks_[static_cast<size_t>(t)][static_cast<size_t>(token) >> 6] >> (token & 63)) & 1;
+  }
   size_t num_contexts() const;
   // A context's walk kept too many parses alive (StackMachine::kMaxStacks); its tokens are
   // then incomplete and a matcher should stop.
@@ -45,6 +57,7 @@ class CompiledGrammar {
 
   Program program_;
   std::shared_ptr<const TokenVocabulary> vocab_;
+  std::vector<std::vector<uint64_t>> token_masks_;  // [program_.tokens][ceil(n_vocab / 64)]
   mutable std::mutex mu_;
   mutable std::unordered_map<std::vector<int32_t>, std::unique_ptr<ContextTokens>, VecHash> contexts_;
   mutable std::unique_ptr<StackMachine> machine_;  // under mu_: keys' walks share its transitions

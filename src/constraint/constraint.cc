@@ -104,7 +104,8 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const Constra
   }
   // Compiled outside the lock: a big schema does not hold up other requests' lookups.
   FERRY_ASSIGN_OR_RETURN(Program p, CompileSpec(spec));
-  auto compiled = std::make_shared<const CompiledGrammar>(std::move(p), vocab_);
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGrammar> compiled,
+                         CompiledGrammar::Create(std::move(p), vocab_));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(key);
   if (it != index_.end()) return it->second->second;  // another thread won the race
@@ -114,7 +115,7 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const Constra
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
-  return std::shared_ptr<const CompiledGrammar>(compiled);
+  return compiled;
 }
 
 }  // namespace ferry::constraint

@@ -1,6 +1,7 @@
 #include "constraint/gbnf_parser.h"
 
 #include <cctype>
+#include <cstdint>
 
 namespace ferry::constraint {
 
@@ -229,8 +230,8 @@ class GbnfParser {
         FERRY_RETURN_IF_ERROR(ParseAlternatives(true, depth + 1, item));
         if (Peek() != ')') return Error("expected ')'");
         ++pos_;
-      } else if (c == '<') {
-        return Error("token references (<...>) are not supported; write the token's text as a literal");
+      } else if (c == '<' || (c == '!' && Peek(1) == '<')) {
+        FERRY_RETURN_IF_ERROR(ParseToken(item));
       } else if (IsWordChar(c)) {
         std::string name = ParseName();
         // A name followed by ::= starts the next rule: the sequence (on its own line) ends here.
@@ -284,6 +285,36 @@ class GbnfParser {
       items.push_back(std::move(item));
     }
     out = items.empty() ? Expr::Empty() : Expr::Seq(std::move(items));
+    return Status::Ok();
+  }
+
+  // A token terminal, as llama.cpp writes them: <[id]> by id, <text> by the token's exact
+  // text (e.g. <think>, <|im_end|>), either negated with a leading ! (any one token but it).
+  Status ParseToken(Expr& out) {
+    const bool negated = Peek() == '!';
+    if (negated) ++pos_;
+    const size_t start = pos_;
+    ++pos_;  // '<'
+    if (Peek() == '[') {
+      ++pos_;
+      if (!std::isdigit(static_cast<unsigned char>(Peek()))) return Error("expected a token id after '<['");
+      int64_t id = 0;
+      while (std::isdigit(static_cast<unsigned char>(Peek()))) {
+        id = id * 10 + (Peek() - '0');
+        if (id > INT32_MAX) return Error("token id too large");
+        ++pos_;
+      }
+      if (Peek() != ']' || Peek(1) != '>') return Error("expected ']>' closing the token id");
+      pos_ += 2;
+      out = Expr::TokenId(static_cast<int32_t>(id), negated);
+      return Status::Ok();
+    }
+    while (!AtEnd() && Peek() != '>' && Peek() != '\n') ++pos_;
+    if (Peek() != '>') return Error("unterminated token '<...>'");
+    ++pos_;
+    std::string text(s_.substr(start, pos_ - start));
+    if (text.size() == 2) return Error("empty token '<>'");
+    out = Expr::TokenText(std::move(text), negated);
     return Status::Ok();
   }
 

@@ -63,6 +63,21 @@ Expr Expr::Repeat(Expr item, int32_t min, int32_t max) {
   return e;
 }
 
+Expr Expr::TokenId(int32_t id, bool negated) {
+  Expr e;
+  e.kind = Kind::kToken;
+  e.rule = id;
+  e.min = negated ? 1 : 0;
+  return e;
+}
+Expr Expr::TokenText(std::string text, bool negated) {
+  Expr e;
+  e.kind = Kind::kToken;
+  e.literal = std::move(text);
+  e.min = negated ? 1 : 0;
+  return e;
+}
+
 CodepointRanges NormalizeRanges(CodepointRanges r) {
   for (auto& [lo, hi] : r) {
     hi = std::min(hi, kMaxCodepoint);
@@ -181,10 +196,11 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(const Codepo
 
 namespace {
 
-// One element of a lowered sequence: a byte set or a rule reference.
+// One element of a lowered sequence: a byte set, a token terminal or a rule reference.
 struct Elem {
   int32_t byteset = -1;
   int32_t rule = -1;
+  int32_t token = -1;
 };
 
 class Lowerer {
@@ -225,7 +241,7 @@ class Lowerer {
     int32_t first = -1;
     for (size_t i = 0; i < seq.size(); ++i) {
       int32_t id = static_cast<int32_t>(p_.positions.size());
-      p_.positions.push_back({seq[i].byteset, seq[i].rule, -1, rule});
+      p_.positions.push_back({seq[i].byteset, seq[i].token, seq[i].rule, -1, rule});
       if (i == 0)
         first = id;
       else
@@ -262,8 +278,19 @@ class Lowerer {
     return rule;
   }
 
+  int32_t TokenTerminalId(const Expr& e) {
+    TokenTerminal t{e.rule, e.rule >= 0 ? std::string() : e.literal, e.min != 0};
+    auto [it, inserted] = token_ids_.try_emplace(t, static_cast<int32_t>(p_.tokens.size()));
+    if (inserted) p_.tokens.push_back(t);
+    return it->second;
+  }
+
   Status LowerInto(const Expr& e, std::vector<Elem>& seq) {
     switch (e.kind) {
+      case Expr::Kind::kToken:
+        if (e.rule < 0 && e.literal.empty()) return InvalidArgumentError("a token terminal names no token");
+        seq.push_back({-1, -1, TokenTerminalId(e)});
+        return Status::Ok();
       case Expr::Kind::kEmpty:
         return Status::Ok();
       case Expr::Kind::kLiteral:
@@ -418,6 +445,7 @@ class Lowerer {
   Program p_;
   std::map<ByteSet, int32_t> byteset_ids_;
   std::map<CodepointRanges, int32_t> class_rules_;
+  std::map<TokenTerminal, int32_t> token_ids_;
 };
 
 }  // namespace

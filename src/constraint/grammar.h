@@ -1,14 +1,17 @@
 // Grammar: the one form every constraint front end (GBNF, regex, JSON Schema, choice lists)
 // compiles into. Front ends build expression trees (Expr) per rule; Lower() flattens them into
 // a Program of byte-level positions: each rule is a list of alternatives, each alternative a
-// sequence of elements that are either a byte set (one input byte) or a rule reference.
+// sequence of elements that are either a byte set (one input byte), a token terminal (one
+// whole token, by id: GBNF's <[id]>, <text> and their negations) or a rule reference.
 // Unicode character classes become helper rules over their UTF-8 byte sequences, repeats
-// become right-recursive helper rules, so the matcher only ever sees bytes.
+// become right-recursive helper rules, so apart from token terminals the matcher only ever
+// sees bytes.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,13 +23,13 @@ namespace ferry::constraint {
 using CodepointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 struct Expr {
-  enum class Kind { kEmpty, kLiteral, kClass, kRef, kSeq, kAlt, kRepeat };
+  enum class Kind { kEmpty, kLiteral, kClass, kRef, kSeq, kAlt, kRepeat, kToken };
   Kind kind = Kind::kEmpty;
-  std::string literal;      // kLiteral: bytes
+  std::string literal;      // kLiteral: bytes; kToken: the token's text when rule < 0
   CodepointRanges ranges;   // kClass (empty = matches nothing)
-  int32_t rule = -1;        // kRef
+  int32_t rule = -1;        // kRef; kToken: the token id (-1: looked up by its text)
   std::vector<Expr> items;  // kSeq, kAlt; kRepeat: exactly one
-  int32_t min = 0;          // kRepeat
+  int32_t min = 0;          // kRepeat; kToken: 1 = negated (any one token but this)
   int32_t max = -1;         // kRepeat, -1 = unbounded
 
   static Expr Empty() { return Expr{}; }
@@ -37,6 +40,8 @@ struct Expr {
   static Expr Seq(std::vector<Expr> items);
   static Expr Alt(std::vector<Expr> items);
   static Expr Repeat(Expr item, int32_t min, int32_t max);
+  static Expr TokenId(int32_t id, bool negated);
+  static Expr TokenText(std::string text, bool negated);
   static Expr Optional(Expr item) { return Repeat(std::move(item), 0, 1); }
   static Expr Star(Expr item) { return Repeat(std::move(item), 0, -1); }
 };
@@ -81,10 +86,22 @@ inline void AddByte(ByteSet& s, uint8_t b) {
   s[b >> 6] |= uint64_t{1} << (b & 63);
 }
 
+// A terminal that consumes one whole token. Front ends may name the token by its text; the
+// vocabulary binding (BindTokenTerminals) turns that into its id.
+struct TokenTerminal {
+  int32_t id = -1;
+  std::string text;  // as written, for lookup and error messages
+  bool negated = false;
+  bool operator<(const TokenTerminal& o) const {
+    return std::tie(id, text, negated) < std::tie(o.id, o.text, o.negated);
+  }
+};
+
 // The flattened grammar the matcher runs.
 struct Program {
   struct Position {
     int32_t byteset = -1;  // >= 0: a terminal over bytesets[byteset]
+    int32_t token = -1;    // >= 0: a terminal over one whole token, tokens[token]
     int32_t rule = -1;     // else: a reference to this rule
     int32_t next = -1;     // the next position in the alternative, -1 at its end
     int32_t owner = -1;    // the rule this position belongs to
@@ -98,6 +115,7 @@ struct Program {
   };
   std::vector<Position> positions;
   std::vector<ByteSet> bytesets;
+  std::vector<TokenTerminal> tokens;
   std::vector<Rule> rules;
   int32_t root = -1;
 };

@@ -18,18 +18,35 @@ int32_t Matcher::AdvanceBytes(int32_t state, std::string_view bytes) {
   return state;
 }
 
+int32_t Matcher::AdvanceTokenTerminals(int32_t state, int32_t token) {
+  const size_t n = grammar_->program().tokens.size();
+  if (n == 0) return StackMachine::kDead;
+  matches_.resize(n);
+  bool any = false;
+  for (size_t t = 0; t < n; ++t) {
+    matches_[t] = grammar_->TokenTerminalMatches(static_cast<int32_t>(t), token);
+    any = any || matches_[t];
+  }
+  return any ? machine_.AdvanceToken(state, matches_) : StackMachine::kDead;
+}
+
 bool Matcher::AcceptToken(int32_t token) {
   const TokenVocabulary& v = grammar_->vocab();
   if (terminated() || token < 0 || token >= v.size()) return false;
+  const int32_t cur = states_.back();
+  // A token terminal that names the token takes it (an end token too, where one asks for it).
+  int32_t s = AdvanceTokenTerminals(cur, token);
   if (v.IsEnd(token)) {
-    if (!CanEnd()) return false;
-    states_.push_back(states_.back());
-    terminated_.push_back(true);
-    return true;
+    if (s == StackMachine::kDead) {
+      if (!CanEnd()) return false;
+      states_.push_back(cur);
+      terminated_.push_back(true);
+      return true;
+    }
+  } else {
+    const std::string& b = v.bytes(token);
+    if (!b.empty()) s = machine_.Union(s, AdvanceBytes(cur, b));
   }
-  const std::string& b = v.bytes(token);
-  if (b.empty()) return false;
-  int32_t s = AdvanceBytes(states_.back(), b);
   if (s == StackMachine::kDead) return false;
   states_.push_back(s);
   terminated_.push_back(false);
@@ -103,6 +120,13 @@ void Matcher::FillMask(std::span<uint64_t> mask) {
     if (stack == StackMachine::kAccept) {
       for (int32_t t : grammar_->vocab().end_tokens())
         mask[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+      continue;
+    }
+    const int32_t terminal =
+        grammar_->program().positions[static_cast<size_t>(machine_.node(stack).pos)].token;
+    if (terminal >= 0) {
+      const std::vector<uint64_t>& tokens = grammar_->TokenTerminalMask(terminal);
+      for (size_t w = 0; w < mask.size(); ++w) mask[w] |= tokens[w];
       continue;
     }
     AddStack(stack, mask);

@@ -40,6 +40,8 @@ class Matcher {
 
  private:
   int32_t AdvanceBytes(int32_t state, std::string_view bytes);
+  // The state after `token` taken whole by the token terminals on top; kDead if none takes it.
+  int32_t AdvanceTokenTerminals(int32_t state, int32_t token);
   void AddStack(int32_t stack, std::span<uint64_t> mask);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
@@ -47,6 +49,7 @@ class Matcher {
   std::vector<int32_t> states_;   // [num_tokens + 1] the state after each accepted token
   std::vector<bool> terminated_;  // [num_tokens + 1]
   std::vector<int32_t> key_;      // scratch
+  std::vector<uint8_t> matches_;  // scratch: [program tokens] whether each terminal takes a token
 };
 
 }  // namespace ferry::constraint

@@ -55,7 +55,7 @@ void StackMachine::Expand(int32_t id, std::vector<int32_t>& out) {
     cont = n.parent;
   } else {
     const Program::Position& p = program_->positions[static_cast<size_t>(n.pos)];
-    if (p.byteset >= 0) {
+    if (p.byteset >= 0 || p.token >= 0) {
       out.push_back(id);
       return;
     }
@@ -108,13 +108,39 @@ int32_t StackMachine::Advance(int32_t state, uint8_t byte) {
     if (id == kAccept || id == kEscape) continue;
     Node n = nodes_[static_cast<size_t>(id)];
     const Program::Position& p = program_->positions[static_cast<size_t>(n.pos)];
-    if (!HasByte(program_->bytesets[static_cast<size_t>(p.byteset)], byte)) continue;
+    // A token terminal takes whole tokens only, never a byte of one.
+    if (p.byteset < 0 || !HasByte(program_->bytesets[static_cast<size_t>(p.byteset)], byte)) continue;
     Expand(p.next < 0 ? n.parent : Push(n.parent, p.next), scratch_);
   }
   if (overflowed_) return kDead;
   int32_t next = Intern(scratch_);
   transitions_[static_cast<size_t>(state)][byte] = next;  // memo may dangle after Intern grew the vector
   return next;
+}
+
+int32_t StackMachine::AdvanceToken(int32_t state, std::span<const uint8_t> matches) {
+  if (state < 0 || overflowed_) return kDead;
+  ++stamp_;
+  visit_budget_ = 8 * kMaxStacks;
+  std::vector<int32_t> out;
+  for (int32_t id : states_[static_cast<size_t>(state)].stacks) {
+    if (id == kAccept || id == kEscape) continue;
+    Node n = nodes_[static_cast<size_t>(id)];
+    const Program::Position& p = program_->positions[static_cast<size_t>(n.pos)];
+    if (p.token < 0 || !matches[static_cast<size_t>(p.token)]) continue;
+    Expand(p.next < 0 ? n.parent : Push(n.parent, p.next), out);
+  }
+  if (overflowed_) return kDead;
+  return Intern(out);
+}
+
+int32_t StackMachine::Union(int32_t a, int32_t b) {
+  if (a < 0 || a == b) return b < 0 ? a : b;
+  if (b < 0) return a;
+  std::vector<int32_t> both = states_[static_cast<size_t>(a)].stacks;
+  const std::vector<int32_t>& more = states_[static_cast<size_t>(b)].stacks;
+  both.insert(both.end(), more.begin(), more.end());
+  return Intern(both);  // each stack has a terminal on top already: nothing to expand
 }
 
 }  // namespace ferry::constraint

@@ -38,6 +38,11 @@ class StackMachine {
   int32_t MakeState(std::span<const int32_t> stacks);
   int32_t Start() { return MakeState(std::array<int32_t, 1>{Push(kAccept, -2)}); }
   int32_t Advance(int32_t state, uint8_t byte);
+  // The state after one whole token consumed by the token terminals on top of the stacks:
+  // matches[t] says whether terminal t (Program::tokens) accepts the token. kDead if none.
+  int32_t AdvanceToken(int32_t state, std::span<const uint8_t> matches);
+  // The state holding both states' stacks (kDead only if both are).
+  int32_t Union(int32_t a, int32_t b);
   const std::vector<int32_t>& Stacks(int32_t state) const {
     return states_[static_cast<size_t>(state)].stacks;
   }

@@ -30,17 +30,43 @@ TokenTrie::TokenTrie(std::vector<std::pair<std::string, int32_t>> entries) {
   for (int32_t n : path) nodes_[static_cast<size_t>(n)].end = static_cast<int32_t>(nodes_.size());
 }
 
-TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens)
-    : bytes_(std::move(token_bytes)), end_tokens_(std::move(end_tokens)), is_end_(bytes_.size(), false) {
+TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens,
+                                 std::vector<std::string> special_texts)
+    : bytes_(std::move(token_bytes)),
+      end_tokens_(std::move(end_tokens)),
+      is_end_(bytes_.size(), false),
+      producible_(bytes_.size(), false) {
+  special_texts.resize(bytes_.size());
+  for (size_t i = 0; i < bytes_.size(); ++i) {
+    const int32_t id = static_cast<int32_t>(i);
+    if (!bytes_[i].empty()) {
+      by_text_.try_emplace(bytes_[i], id);
+    } else if (!special_texts[i].empty()) {
+      by_text_[special_texts[i]] = id;  // a special token wins over a text token of its text
+      specials_.push_back({special_texts[i], id});
+    }
+    producible_[i] = !bytes_[i].empty() || !special_texts[i].empty();
+  }
   std::vector<std::pair<std::string, int32_t>> entries;
   entries.reserve(bytes_.size());
   for (size_t i = 0; i < bytes_.size(); ++i) entries.push_back({bytes_[i], static_cast<int32_t>(i)});
   std::erase_if(end_tokens_, [&](int32_t t) { return t < 0 || t >= size(); });
   for (int32_t t : end_tokens_) {
     is_end_[static_cast<size_t>(t)] = true;
+    producible_[static_cast<size_t>(t)] = false;
     entries[static_cast<size_t>(t)].first.clear();  // an end token is never grammar text
   }
   trie_ = TokenTrie(std::move(entries));
+  std::erase_if(specials_, [&](const auto& s) { return is_end_[static_cast<size_t>(s.second)]; });
+}
+
+int32_t TokenVocabulary::FindToken(const std::string& text) const {
+  auto it = by_text_.find(text);
+  return it == by_text_.end() ? -1 : it->second;
+}
+
+bool TokenVocabulary::IsProducible(int32_t id) const {
+  return id >= 0 && id < size() && producible_[static_cast<size_t>(id)];
 }
 
 bool TokenVocabulary::IsEnd(int32_t id) const {

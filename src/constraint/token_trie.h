@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -40,21 +41,34 @@ class TokenTrie {
 };
 
 // The model's vocabulary as a constraint sees it: the bytes each token adds to the output.
-// Tokens with no bytes (control/special tokens) are never allowed by a grammar; the end
-// tokens are allowed exactly where the grammar may end.
+// Tokens with no bytes (control/special tokens) are allowed only by a token terminal that
+// names them (GBNF <[id]> or <text>; special_texts holds the text they go by, e.g.
+// "[TOOL_CALLS]"); the end tokens are allowed exactly where the grammar may end.
 class TokenVocabulary {
  public:
-  TokenVocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens);
+  // special_texts: [size] or empty; the text of each byte-less token ("" for none).
+  TokenVocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens,
+                  std::vector<std::string> special_texts = {});
   int32_t size() const { return static_cast<int32_t>(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
   bool IsEnd(int32_t id) const;
   const TokenTrie& trie() const { return trie_; }
+  // The token whose text is exactly `text` (a special token's before a text token's); -1.
+  int32_t FindToken(const std::string& text) const;
+  // A token a negated token terminal may stand for: it has bytes or a special text and does
+  // not end the output.
+  bool IsProducible(int32_t id) const;
+  // The special tokens (byte-less, with a text) that are not end tokens: (text, id).
+  const std::vector<std::pair<std::string, int32_t>>& specials() const { return specials_; }
 
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> end_tokens_;
   std::vector<bool> is_end_;
+  std::vector<bool> producible_;
+  std::vector<std::pair<std::string, int32_t>> specials_;
+  std::unordered_map<std::string, int32_t> by_text_;
   TokenTrie trie_;
 };
 

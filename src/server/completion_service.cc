@@ -233,10 +233,12 @@ ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r,
                                                   const std::vector<int32_t>& prompt) const {
   ChatOutputConfig out;
   const tool_calls::ToolFormat format = ctx_.chat->tool_format();
+  const constraint::TokenVocabulary* vocab = ctx_.grammars ? ctx_.grammars->vocab().get() : nullptr;
   // Harmony's channels are parsed with or without tools (its analysis channel is the reasoning).
   if (r.tools.parse() || format == tool_calls::ToolFormat::kHarmony) out.tools = format;
   if (r.tools.forced())
-    r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.Allowed(), r.tools.parallel);
+    r.gen.constraint = tool_calls::ToolCallGrammar(format, r.tools.Allowed(), r.tools.parallel,
+                                                   /*after_opener=*/false, vocab);
   if (ctx_.chat->thinks()) {
     const int32_t open = ctx_.tokenizer->TokenId("<think>"), close = ctx_.tokenizer->TokenId("</think>");
     if (open >= 0 && close >= 0) {
@@ -263,7 +265,7 @@ ChatOutputConfig CompletionService::ChatOutputFor(ChatCompletionRequest& r,
   if (r.tools.parse() && !r.tools.forced() && !r.gen.constraint && opener >= 0 &&
       format != ToolFormat::kLlama3 && format != ToolFormat::kFunctionaryV31) {
     r.gen.constraint =
-        tool_calls::ToolCallGrammar(format, r.tools.tools, r.tools.parallel, /*after_opener=*/true);
+        tool_calls::ToolCallGrammar(format, r.tools.tools, r.tools.parallel, /*after_opener=*/true, vocab);
     r.gen.options.sampling.constraint_triggers = {opener};
   }
   if (out.active()) {

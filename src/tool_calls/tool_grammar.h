@@ -22,11 +22,14 @@ struct ToolDef {
 // The answer is one call (parallel: one or more) of `tools` in `format`'s wire form.
 // after_opener: the call's opener (CallOpener) has been generated already (a lazy grammar
 // that starts once the model emitted it), so the grammar begins right after it.
+// vocab: the model's; its special tokens in the wire format ([TOOL_CALLS], <|channel|>, ...)
+// become token terminals, so the forced call emits those tokens. Null: all of it is text.
 constraint::ConstraintSpec ToolCallGrammar(ToolFormat format, const std::vector<ToolDef>& tools,
-                                           bool parallel, bool after_opener = false);
+                                           bool parallel, bool after_opener = false,
+                                           const constraint::TokenVocabulary* vocab = nullptr);
 
 // The GBNF text of ToolCallGrammar (schema-<i> references left to the constraint layer).
 std::string ToolCallGbnf(ToolFormat format, const std::vector<ToolDef>& tools, bool parallel,
-                         bool after_opener = false);
+                         bool after_opener = false, const constraint::TokenVocabulary* vocab = nullptr);
 
 }  // namespace ferry::tool_calls

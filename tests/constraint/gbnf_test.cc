@@ -121,7 +121,7 @@ TEST(Gbnf, ErrorsNameTheProblem) {
   expect_error("root ::= x\nx ::= y? x \"a\"\ny ::= \"b\"\n", "left-recursive");
   expect_error("root ::= \"abc\n", "unterminated string");
   expect_error("root ::= [ab", "unterminated character class");
-  expect_error("root ::= \"a\" <think>\n", "token references");
+  expect_error("root ::= \"a\" <think\n", "unterminated token");
   expect_error("root ::= \"\\q\"\n", "unknown escape");
   expect_error("root ::= (\"a\"\n", "expected ')'");
   expect_error("root ::= \"a\"{3,1}\n", "m <= n");

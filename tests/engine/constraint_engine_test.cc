@@ -147,3 +147,46 @@ TEST_F(ConstraintEngine, BeamSearchHypothesesFollowTheGrammar) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// A grammar that names the model's control token <s> (by its text) makes the engine emit that
+// token, mid-output: the constraint vocabulary carries control tokens' texts.
+TEST_F(ConstraintEngine, TokenTerminalsEmitControlTokens) {
+  constraint::ConstraintSpec spec;
+  spec.kind = constraint::ConstraintSpec::Kind::kGbnf;
+  spec.text = "root ::= <s> \" Once\" <s> [a-z ]{1,8}\n";
+  auto g = cache_->Get(spec);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const int32_t bos = lm_->tokenizer->bos_id();
+  ASSERT_GE(bos, 0);
+  EngineConfig c;
+  c.threads = 1;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> options;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(testing::TestPrompt(8 + i, i));
+    RequestOptions o = Options(7 + static_cast<uint64_t>(i), 1, 16);
+    o.sampling.constraint = *g;
+    options.push_back(o);
+  }
+  testing::EngineRun run = testing::RunEngineToCompletion(*lm_, c, prompts, options);
+  ASSERT_EQ(run.tokens.size(), 3u);
+  for (const auto& [key, tokens] : run.tokens) {
+    ASSERT_GE(tokens.size(), 3u);
+    EXPECT_EQ(tokens.front(), bos);
+    constraint::Matcher m(*g);
+    int32_t bos_count = 0;
+    for (int32_t t : tokens) {
+      ASSERT_TRUE(m.AcceptToken(t)) << "token " << t;
+      bos_count += t == bos;
+    }
+    EXPECT_EQ(bos_count, 2);
+    EXPECT_EQ(lm_->tokenizer->Decode(tokens, /*render_special=*/true).rfind("<s> Once<s>", 0), 0u)
+        << lm_->tokenizer->Decode(tokens, true);
+  }
+}
+
+}  // namespace
+}  // namespace ferry

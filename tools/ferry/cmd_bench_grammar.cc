@@ -76,7 +76,9 @@ Runner AddBenchGrammarCommand(CLI::App& bench) {
     auto t1 = std::chrono::steady_clock::now();
     auto program = constraint::CompileSpec(**spec);
     if (!program.ok()) return Fail(program.status());
-    auto grammar = std::make_shared<const constraint::CompiledGrammar>(std::move(program).value(), vocab);
+    auto compiled = constraint::CompiledGrammar::Create(std::move(program).value(), vocab);
+    if (!compiled.ok()) return Fail(compiled.status());
+    std::shared_ptr<const constraint::CompiledGrammar> grammar = *std::move(compiled);
     auto t2 = std::chrono::steady_clock::now();
 
     std::mt19937_64 rng(o->seed);

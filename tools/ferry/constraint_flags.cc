@@ -60,8 +60,7 @@ StatusOr<std::shared_ptr<const constraint::CompiledGrammar>> ConstraintFlags::Co
     const std::optional<constraint::ConstraintSpec>& spec, const Tokenizer& tokenizer) {
   if (!spec) return std::shared_ptr<const constraint::CompiledGrammar>();
   FERRY_ASSIGN_OR_RETURN(constraint::Program program, constraint::CompileSpec(*spec));
-  return std::make_shared<const constraint::CompiledGrammar>(std::move(program),
-                                                             ConstraintVocabulary(tokenizer));
+  return constraint::CompiledGrammar::Create(std::move(program), ConstraintVocabulary(tokenizer));
 }
 
 }  // namespace ferry::cli
