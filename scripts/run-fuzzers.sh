@@ -110,6 +110,8 @@ cat >"$seeds/openai_request/chat.json" <<'JSON'
 JSON
 # Constraint compilers: llama.cpp's example grammars, a few regexes and schemas.
 cp "$root"/tests/constraint/gbnf/*.gbnf "$seeds/gbnf/"
+# Token terminals (fuzz/constraint_fuzz_util.h's vocabulary has <think>, </think> and <|c|>).
+printf 'root ::= <think> (!</think>)* </think> ("a" | <[30]> | !<[2]>)+ <|c|>\n' >"$seeds/gbnf/tokens.gbnf"
 printf '\x00^[a-z]+(\\d{2,3}|x)?$' >"$seeds/regex/plain"
 printf '\x03\\w+@[^"\\\\]{1,4}' >"$seeds/regex/json"
 cat >"$seeds/json_schema/object.json" <<'JSON'
