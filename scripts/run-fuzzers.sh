@@ -137,6 +137,7 @@ printf '\x09Hi <function=f>{"a": 1}</function><function=g>{}</function>' >"$seed
 printf '\x0aall\nLooking.>>>f\n{"a": 1}>>>g\n{}' >"$seeds/tool_call/functionary32"
 printf '\x0b<|START_THINKING|>plan<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {}}]<|END_ACTION|>' >"$seeds/tool_call/command_r7b"
 printf '\x0c<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]' >"$seeds/tool_call/granite"
+printf '\x0dOk\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n<｜DSML｜parameter name="a" string="false">[1]</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>' >"$seeds/tool_call/dsml"
 cat >"$seeds/openai_request/tools.json" <<'JSON'
 {"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"chat_template_kwargs":{"enable_thinking":false}}
 JSON

@@ -122,6 +122,12 @@ std::string ToolsPreamble(const nlohmann::ordered_json& tools, tool_calls::ToolF
           "To call tools, answer with <|tool_call|>[{\"name\": <function-name>, \"arguments\": "
           "<args-json-object>}]";
       break;
+    case tool_calls::ToolFormat::kDeepSeekV32:
+      out +=
+          "To call tools, answer with <｜DSML｜function_calls>\n<｜DSML｜invoke name=\"<function-name>\">\n"
+          "<｜DSML｜parameter name=\"<name>\" string=\"true|false\"><value></｜DSML｜parameter>\n"
+          "</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+      break;
   }
   return out;
 }

@@ -88,7 +88,8 @@ size_t ReadArguments(std::string_view text, size_t pos, ToolCall& call, size_t& 
 CallState Expect(std::string_view text, size_t& pos, std::string_view lit, const Builder& b);
 
 // The families whose parsers live in files of their own (one per family).
-void ParseQwen3Coder(std::string_view text, Builder& b);      // qwen3_coder_parser.cc
+void ParseQwen3Coder(std::string_view text, Builder& b);      // xml_call_parser.cc
+void ParseDsml(std::string_view text, Builder& b);            // xml_call_parser.cc (DeepSeek V3.2)
 void ParseHarmony(std::string_view text, Builder& b);         // harmony_parser.cc
 void ParseDeepSeek(std::string_view text, Builder& b);        // deepseek_parser.cc
 void ParseFunctionaryV31(std::string_view text, Builder& b);  // functionary_parser.cc

@@ -235,6 +235,9 @@ ToolParse ParseToolCalls(ToolFormat format, std::string_view text, bool final) {
     case ToolFormat::kQwen3Coder:
       ParseQwen3Coder(text, b);
       break;
+    case ToolFormat::kDeepSeekV32:
+      ParseDsml(text, b);
+      break;
     case ToolFormat::kHarmony:
       ParseHarmony(text, b);
       break;

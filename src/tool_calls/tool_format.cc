@@ -7,6 +7,7 @@ ToolFormat DetectToolFormat(std::string_view src) {
   // Most specific markers first: Functionary v3.1 also writes <|python_tag|>, Granite 4's
   // tool-call template both <tool_call> and <|tool_call|>, Qwen3-Coder <tool_call> too.
   if (has("<|channel|>") && has("<|message|>")) return ToolFormat::kHarmony;
+  if (has("｜DSML｜")) return ToolFormat::kDeepSeekV32;
   if (has("tool▁calls▁begin")) return has("```json") ? ToolFormat::kDeepSeekR1 : ToolFormat::kDeepSeekV31;
   if (has("<|START_ACTION|>")) return ToolFormat::kCommandR7B;
   if (has("[TOOL_CALLS]")) return has("[ARGS]") ? ToolFormat::kMistralV11 : ToolFormat::kMistralV3;
@@ -46,6 +47,8 @@ const char* ToolFormatName(ToolFormat f) {
       return "command-r7b";
     case ToolFormat::kGranite:
       return "granite";
+    case ToolFormat::kDeepSeekV32:
+      return "deepseek-v3.2";
   }
   return "generic";
 }
@@ -69,6 +72,8 @@ std::string_view CallOpener(ToolFormat f) {
       return "<|START_ACTION|>";
     case ToolFormat::kGranite:
       return "<|tool_call|>";
+    case ToolFormat::kDeepSeekV32:
+      return "<｜DSML｜function_calls>";
     case ToolFormat::kGeneric:
     case ToolFormat::kHarmony:
     case ToolFormat::kFunctionaryV32:

@@ -40,9 +40,13 @@ enum class ToolFormat {
   kCommandR7B,
   // Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}, ...].
   kGranite,
+  // DeepSeek V3.2 (DSML): <｜DSML｜function_calls>\n<｜DSML｜invoke name="NAME">\n
+  // <｜DSML｜parameter name="P" string="true|false">VALUE</｜DSML｜parameter>\n...</｜DSML｜invoke>\n
+  // ...</｜DSML｜function_calls>.
+  kDeepSeekV32,
 };
 
-inline constexpr int kNumToolFormats = static_cast<int>(ToolFormat::kGranite) + 1;
+inline constexpr int kNumToolFormats = static_cast<int>(ToolFormat::kDeepSeekV32) + 1;
 
 // The format a template's source implies; kGeneric when it names none Ferry knows.
 ToolFormat DetectToolFormat(std::string_view template_source);

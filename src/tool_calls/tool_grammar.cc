@@ -74,10 +74,11 @@ class CallGrammarWriter {
  public:
   explicit CallGrammarWriter(const constraint::TokenVocabulary* vocab) : vocab_(vocab) {}
 
-  // A Qwen3-Coder call's parameters in the template's XML: each property in schema order,
-  // the required ones always, a plain string bare (any text without '<'), other values as JSON
-  // valid against the property's schema (appended to `schemas`, referenced by index).
-  std::string XmlParameters(const nlohmann::ordered_json& params, std::vector<std::string>& schemas) const {
+  // A Qwen3-Coder or DSML call's parameters in the template's XML: each property in schema
+  // order, the required ones always, a plain string bare (any text without '<'), other values
+  // as JSON valid against the property's schema (appended to `schemas`, referenced by index).
+  std::string XmlParameters(ToolFormat format, const nlohmann::ordered_json& params,
+                            std::vector<std::string>& schemas) const {
     if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object()) return "";
     std::vector<std::string> required;
     if (params.contains("required") && params["required"].is_array())
@@ -86,15 +87,20 @@ class CallGrammarWriter {
     std::string out;
     for (const auto& [key, prop] : params["properties"].items()) {
       std::string value;
-      if (prop.is_object() && prop.size() <= 2 && prop.value("type", "") == "string" &&
-          (prop.size() == 1 || prop.contains("description"))) {
+      const bool bare = prop.is_object() && prop.size() <= 2 && prop.value("type", "") == "string" &&
+                        (prop.size() == 1 || prop.contains("description"));
+      if (bare) {
         value = "[^<]*";
       } else {
         value = fmt::format("schema-{}", schemas.size());
         schemas.push_back(prop.dump());
       }
       const std::string item =
-          fmt::format("{} {} {}", Lit("<parameter=" + key + ">\n"), value, Lit("\n</parameter>\n"));
+          format == ToolFormat::kDeepSeekV32
+              ? fmt::format("{} {} {}",
+                            Lit(fmt::format("<｜DSML｜parameter name=\"{}\" string=\"{}\">", key, bare)),
+                            value, Lit("</｜DSML｜parameter>\n"))
+              : fmt::format("{} {} {}", Lit("<parameter=" + key + ">\n"), value, Lit("\n</parameter>\n"));
       const bool req = std::find(required.begin(), required.end(), key) != required.end();
       out += req ? " " + item : " (" + item + ")?";
     }
@@ -108,8 +114,11 @@ class CallGrammarWriter {
       case ToolFormat::kMistralV11:
         return Lit(tool.name + "[ARGS]") + schema;
       case ToolFormat::kQwen3Coder:
-        return Lit("<function=" + tool.name + ">\n") + XmlParameters(tool.parameters, g.schemas) + " " +
-               Lit("</function>");
+        return Lit("<function=" + tool.name + ">\n") + XmlParameters(format, tool.parameters, g.schemas) +
+               " " + Lit("</function>");
+      case ToolFormat::kDeepSeekV32:
+        return Lit("<｜DSML｜invoke name=\"" + tool.name + "\">\n") +
+               XmlParameters(format, tool.parameters, g.schemas) + " " + Lit("</｜DSML｜invoke>\n");
       case ToolFormat::kHarmony:
         // The recipient after the channel (as models write it) or before (as the template renders it).
         return fmt::format(
@@ -182,6 +191,11 @@ class CallGrammarWriter {
         break;
       case ToolFormat::kGeneric:
         root = Calls("{\"tool_calls\": [", ", ", "]}", parallel);
+        break;
+      case ToolFormat::kDeepSeekV32:
+        // The template writes the block two newlines after the text (here: after </think>).
+        root = (after_opener ? std::string() : "(" + Lit("\n\n") + ")? ") +
+               Calls(opened("<｜DSML｜function_calls>", "\n"), "", "</｜DSML｜function_calls>", parallel);
         break;
       case ToolFormat::kHarmony:
         // One call per message (<|call|> ends the turn); the analysis channel may come first.

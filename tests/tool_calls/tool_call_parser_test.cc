@@ -63,6 +63,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"openai-gpt-oss-120b", ToolFormat::kHarmony, false},
                       Family{"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", ToolFormat::kDeepSeekR1, true, true},
                       Family{"deepseek-ai-DeepSeek-V3.1", ToolFormat::kDeepSeekV31, true},
+                      Family{"deepseek-ai-DeepSeek-V3.2", ToolFormat::kDeepSeekV32, true},
                       Family{"meetkai-functionary-medium-v3.1", ToolFormat::kFunctionaryV31, true},
                       Family{"meetkai-functionary-medium-v3.2", ToolFormat::kFunctionaryV32, true, true},
                       Family{"CohereForAI-c4ai-command-r7b-12-2024-tool_use", ToolFormat::kCommandR7B, true}),
@@ -78,7 +79,7 @@ TEST(DetectToolFormat, GraniteThreeWritesItsOwnTag) {
 
 TEST(DetectToolFormat, OthersFallBackToGeneric) {
   FERRY_REQUIRE_ASSET("chat-templates/google-gemma-2-2b-it.jinja");
-  for (const char* t : {"google-gemma-2-2b-it", "inline-phi-4", "deepseek-ai-DeepSeek-V3.2"})
+  for (const char* t : {"google-gemma-2-2b-it", "inline-phi-4"})
     EXPECT_EQ(DetectToolFormat(testing::ReadTemplate(t)), ToolFormat::kGeneric) << t;
 }
 
@@ -203,6 +204,20 @@ INSTANTIATE_TEST_SUITE_P(
                "and <function=a b> is text",
                {{"g", "{}"}}},
         Sample{ToolFormat::kQwen3Coder, "<tool_call> alone", "<tool_call> alone", {}},
+        // DeepSeek V3.2's DSML: string="true" values are strings whatever they spell, the others JSON.
+        Sample{
+            ToolFormat::kDeepSeekV32,
+            "I'll check.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter "
+            "name=\"q\" string=\"true\">3 < 4 \"x\"</｜DSML｜parameter>\n<｜DSML｜parameter name=\"s\" "
+            "string=\"true\">12</｜DSML｜parameter>\n<｜DSML｜parameter name=\"o\" string=\"false\">{\"a\": "
+            "[1]}</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"g\">\n</｜DSML｜invoke>\n</"
+            "｜DSML｜function_calls> Done.",
+            "I'll check.\n\nDone.",
+            {{"f", "{\"q\": \"3 < 4 \\\"x\\\"\", \"s\": \"12\", \"o\": {\"a\":[1]}}"}, {"g", "{}"}}},
+        Sample{ToolFormat::kDeepSeekV32,
+               "<｜DSML｜invoke name=\"a b\"> is text, <｜DSML｜function_calls> too",
+               "<｜DSML｜invoke name=\"a b\"> is text, <｜DSML｜function_calls> too",
+               {}},
         // Harmony: analysis is reasoning, final the answer, a call's body its arguments.
         Sample{
             ToolFormat::kHarmony,

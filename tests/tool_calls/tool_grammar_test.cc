@@ -108,6 +108,24 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ToolFormat::kGeneric, false,
              "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]}", true},
         Case{ToolFormat::kGeneric, false, "{\"tool_calls\": []}", false},
+        // DSML: the string flag as the template writes it, values valid against their schemas.
+        Case{ToolFormat::kDeepSeekV32, false,
+             "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter "
+             "name=\"city\" "
+             "string=\"true\">Oslo</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" "
+             "string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+             true},
+        Case{ToolFormat::kDeepSeekV32, false,
+             "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter "
+             "name=\"city\" "
+             "string=\"false\">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+             false},
+        Case{ToolFormat::kDeepSeekV32, false,
+             "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter "
+             "name=\"city\" "
+             "string=\"true\">Oslo</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" "
+             "string=\"false\">0</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+             false},
         // Qwen3-Coder's XML: required parameters present, values valid against their schemas.
         Case{ToolFormat::kQwen3Coder, false,
              "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</"
@@ -167,9 +185,10 @@ TEST_P(ForcedGrammarOnTemplates, AcceptsTheTemplatesRendering) {
   // tool_choice auto: the lazy grammar takes over right after the opener token.
   const std::string_view opener = CallOpener(r.format);
   if (!opener.empty() && r.format != ToolFormat::kFunctionaryV31) {
-    ASSERT_TRUE(text.starts_with(opener)) << text;
-    EXPECT_TRUE(
-        FullMatch(Compile(ToolCallGrammar(r.format, tools, r.parallel, true)), text.substr(opener.size())))
+    const size_t at = text.find(opener);  // DSML: after the newlines the template writes first
+    ASSERT_TRUE(at != std::string::npos && text.find_first_not_of('\n') == at) << text;
+    EXPECT_TRUE(FullMatch(Compile(ToolCallGrammar(r.format, tools, r.parallel, true)),
+                          text.substr(at + opener.size())))
         << text;
   }
 }
@@ -181,6 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
         Rendered{"openai-gpt-oss-120b", ToolFormat::kHarmony, false},
         Rendered{"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", ToolFormat::kDeepSeekR1, true, true},
         Rendered{"deepseek-ai-DeepSeek-V3.1", ToolFormat::kDeepSeekV31, true},
+        Rendered{"deepseek-ai-DeepSeek-V3.2", ToolFormat::kDeepSeekV32, true},
         Rendered{"meetkai-functionary-medium-v3.1", ToolFormat::kFunctionaryV31, true},
         Rendered{"meetkai-functionary-medium-v3.2", ToolFormat::kFunctionaryV32, true, true},
         Rendered{"CohereForAI-c4ai-command-r7b-12-2024-tool_use", ToolFormat::kCommandR7B, true},
