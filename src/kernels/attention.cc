@@ -122,11 +122,8 @@ bool ReachesChunk(const AttnArgs& a, int t, int c) {
 
 // Soft-capping of one row's n scores (gemma2), then the keys before its window set to -inf
 // (p = 0 in the softmax, whose exp maps -inf to exactly 0 on every table).
-void ShapeScores(const AttentionVariant& v, float* s, int n, int n_masked) {
-  if (v.logit_softcap > 0.f) {
-    const float cap = v.logit_softcap, inv = 1.0f / cap;
-    for (int j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
-  }
+void ShapeScores(const internal::KernelTable& tab, const AttentionVariant& v, float* s, int n, int n_masked) {
+  if (v.logit_softcap > 0.f) tab.softcap(s, n, v.logit_softcap);
   std::fill(s, s + n_masked, -std::numeric_limits<float>::infinity());
 }
 
@@ -197,7 +194,7 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
       for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
         const int r = w.ids[x];
         if (a.variant.logit_softcap > 0.f || w.n_masked[x] > 0)
-          ShapeScores(a.variant, w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x],
+          ShapeScores(tab, a.variant, w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x],
                       w.n_masked[x]);
         float tile_sum;
         const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,

@@ -53,6 +53,7 @@ KernelTable MakeScalar() {
   t.softmax = ref::Softmax;
   t.silu_mul = ref::SiluMul;
   t.gelu_tanh_mul = ref::GeluTanhMul;
+  t.softcap = ref::SoftCap;
   t.add = ref::AddInPlace;
   t.quantize_i8 = ref::QuantizeActInt8;
   t.dot_i8 = ref::DotI8;
@@ -98,6 +99,7 @@ KernelTable MakeAvx2() {
   t.softmax = avx2::Softmax;
   t.silu_mul = avx2::SiluMul;
   t.gelu_tanh_mul = avx2::GeluTanhMul;
+  t.softcap = avx2::SoftCap;
   t.add = avx2::AddInPlace;
   t.quantize_i8 = avx2::QuantizeActInt8;
   t.dot_i8 = avx2::DotI8;

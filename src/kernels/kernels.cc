@@ -37,6 +37,9 @@ void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
 void AddInPlace(float* y, const float* x, int64_t n) {
   internal::Table().add(y, x, n);
 }
+void SoftCap(float* x, int64_t n, float cap) {
+  internal::Table().softcap(x, n, cap);
+}
 
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox) {
   // O(n_heads * head_dim) with one sin/cos per pair: not worth an ISA variant.

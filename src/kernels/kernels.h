@@ -145,6 +145,11 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the equal
 // x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), which keeps its precision for negative x.
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
+// x[n] = cap * tanh(x[n] / cap) in place (gemma2's soft-capping of attention scores and
+// logits). The scalar table uses tanhf as ggml does; the SIMD ones the identity
+// tanh(t) = sign(t) (1 - e) / (1 + e), e = exp(-2|t|), within 3e-7 * cap of it (exp's 2 ulp
+// through the quotient, plus its roundings).
+void SoftCap(float* x, int64_t n, float cap);
 // y[n] += x[n]
 void AddInPlace(float* y, const float* x, int64_t n);
 

@@ -36,8 +36,7 @@ void ScaleInPlace(float* x, int64_t n, float s) {
 
 // x[i] = cap * tanh(x[i] / cap): gemma's final logit soft-capping, once per output row.
 void SoftCapInPlace(float* x, int64_t n, float cap) {
-  const float inv = 1.0f / cap;
-  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+  kernels::SoftCap(x, n, cap);
 }
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.

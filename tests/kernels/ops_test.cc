@@ -72,6 +72,28 @@ TEST(Ops, SiluMulKnownValues) {
   }
 }
 
+// cap * tanh(x / cap) computed in double (Python), cap 50: the first 8 in a SIMD register,
+// the last one in the scalar tail; within the SIMD tables' bound of 3e-7 * cap.
+TEST(Ops, SoftCapKnownValues) {
+  testing::ScopedIsa isa_guard;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    std::vector<float> x = {0, 25, -100, 1000, -1e30f, 0.01f, 1, -60, 150};
+    const std::vector<double> want = {0,
+                                      23.105857863000487,
+                                      -48.201379003790845,
+                                      50,
+                                      -50,
+                                      0.009999999866666668,
+                                      0.9998666879965467,
+                                      -41.68273035060776,
+                                      49.752737684336525};
+    SoftCap(x.data(), static_cast<int64_t>(x.size()), 50.f);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], want[i], 2e-5) << IsaName(isa) << " " << i;
+    EXPECT_EQ(x[0], 0.f);
+  }
+}
+
 // Values of 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) * u computed in double (Python).
 TEST(Ops, GeluTanhMulKnownValues) {
   testing::ScopedIsa isa_guard;
@@ -121,6 +143,11 @@ TEST(Ops, EveryIsaMatchesRefOnRandomData) {
         const float z = std::fabs(1.5957692f * (x[i] + 0.044715f * x[i] * x[i] * x[i]));
         ASSERT_NEAR(a[i], b[i], (2e-6f + 1.2e-7f * z) * std::fabs(b[i]) + 1e-30f);
       }
+      // Soft-capping (cap 30) over scores of -120..120: saturated, linear and in between.
+      for (int64_t i = 0; i < n; ++i) a[i] = b[i] = 40.f * x[i];
+      tab.softcap(a.data(), n, 30.f);
+      ref::SoftCap(b.data(), n, 30.f);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 3e-7f * 30.f) << 40.f * x[i];
       a = x;
       b = x;
       tab.add(a.data(), u.data(), n);

@@ -57,6 +57,11 @@ void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void SoftCap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;  // ggml: scale by 1/cap, tanhf, scale by cap
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
 void HadamardRotate(float* x, int n_heads, int head_dim) {
   FERRY_CHECK(head_dim > 0 && (head_dim & (head_dim - 1)) == 0);
   const float norm = 1.0f / std::sqrt(static_cast<float>(head_dim));
