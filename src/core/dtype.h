@@ -30,6 +30,7 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,  // OCP microscaling fp4: e2m1 values, an e8m0 scale per 32 (gpt-oss experts)
   // Ferry's own types: ids above 1000 never collide with ggml's (docs/formats.md).
   kI4G128 = 1001,  // int4 asymmetric, fp16 scale + 4-bit zero per group of 128
   kI4G32 = 1003,   // the same per group of 32

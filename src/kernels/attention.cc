@@ -247,7 +247,17 @@ void Finish(const AttnArgs& a, const Task& task, const Partial& run) {
     for (int i = 0; i < task.nh; ++i) {
       const int r = qi * task.nh + i;
       float* o = a.out + (static_cast<int64_t>(task.t0 + qi) * a.n_heads + task.h0 + i) * hd;
-      const float inv = run.l[r] > 0.f ? 1.0f / run.l[r] : 0.f;
+      float l = run.l[r], acc_scale = 1.0f;
+      if (a.variant.sinks) {  // the sink joins the denominator (llama.cpp's flash-attention order)
+        const float sink = a.variant.sinks[task.h0 + i], m = run.m[r];
+        if (sink > m) {
+          acc_scale = std::exp(m - sink);
+          l = l * acc_scale + 1.0f;
+        } else {
+          l += std::exp(sink - m);
+        }
+      }
+      const float inv = l > 0.f ? acc_scale / l : 0.f;
       for (int d = 0; d < hd; ++d) o[d] = run.acc[static_cast<int64_t>(r) * hd + d] * inv;
     }
   }

@@ -33,6 +33,7 @@ KernelTable MakeScalar() {
   set_dot(DType::kQ5_0, ref::DotQ5_0);
   set_dot(DType::kQ5_1, ref::DotQ5_1);
   set_dot(DType::kQ8_0, ref::DotQ8_0);
+  set_dot(DType::kMXFP4, ref::DotMXFP4);
   set_dot(DType::kQ2_K, ref::DotQ2_K);
   set_dot(DType::kQ3_K, ref::DotQ3_K);
   set_dot(DType::kQ4_K, ref::DotQ4_K);
@@ -75,6 +76,7 @@ KernelTable MakeAvx2() {
   set_dot(DType::kQ5_0, avx2::DotQ5_0);
   set_dot(DType::kQ5_1, avx2::DotQ5_1);
   set_dot(DType::kQ8_0, avx2::DotQ8_0);
+  set_dot(DType::kMXFP4, avx2::DotMXFP4);
   set_dot(DType::kQ4_K, avx2::DotQ4_K);
   set_dot(DType::kQ5_K, avx2::DotQ5_K);
   set_dot(DType::kQ6_K, avx2::DotQ6_K);
@@ -83,6 +85,7 @@ KernelTable MakeAvx2() {
   t.dot_tile[static_cast<int>(DType::kQ6_K)] = avx2::DotTileQ6_K;
   t.dot_rows[static_cast<int>(DType::kQ4_0)] = avx2::DotRowsQ4_0;
   t.dot_rows[static_cast<int>(DType::kQ8_0)] = avx2::DotRowsQ8_0;
+  t.dot_rows[static_cast<int>(DType::kMXFP4)] = avx2::DotRowsMXFP4;
   // q2_K / q3_K keep the scalar dot (rare in practice).
   auto set_q = [&](DType d, QuantizeFn f) { t.quantize_act[static_cast<int>(d)] = f; };
   set_q(DType::kF16, avx2::QuantizeActF16);

@@ -25,7 +25,7 @@ inline constexpr int kMaxDotRows = 8;
 // f32 activation row [n] -> partner-type row.
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 
-inline constexpr int kMaxDType = 32;  // DType values are < 32
+inline constexpr int kMaxDType = 40;  // ggml DType values are < 40 (mxfp4 = 39)
 
 using AttnScoresFn = void (*)(const float* const* q, int n_rows, const void* k, int64_t k_stride, int n_keys,
                               int head_dim, float scale, float* s, int ld_s);

@@ -18,7 +18,7 @@ void SetKQuantDots(KernelTable& t) {
   t.dot_tile[static_cast<int>(DType::kQ6_K)] = KDots::TileQ6_K;
 }
 
-// q4_0 / q8_0 dot and dot_rows from Chain (no tiles: MatMul uses dot_rows instead).
+// q4_0 / q8_0 / mxfp4 dot and dot_rows from Chain (no tiles: MatMul uses dot_rows instead).
 template <typename Chain>
 void SetChainDots(KernelTable& t) {
   t.dot[static_cast<int>(DType::kQ4_0)] = Chain::Q4_0;
@@ -27,6 +27,9 @@ void SetChainDots(KernelTable& t) {
   t.dot[static_cast<int>(DType::kQ8_0)] = Chain::Q8_0;
   t.dot_tile[static_cast<int>(DType::kQ8_0)] = nullptr;
   t.dot_rows[static_cast<int>(DType::kQ8_0)] = Chain::RowsQ8_0;
+  t.dot[static_cast<int>(DType::kMXFP4)] = Chain::MXFP4;
+  t.dot_tile[static_cast<int>(DType::kMXFP4)] = nullptr;
+  t.dot_rows[static_cast<int>(DType::kMXFP4)] = Chain::RowsMXFP4;
 }
 
 }  // namespace ferry::kernels::internal

@@ -43,12 +43,12 @@ std::string CpuModelName();
 
 // ---- Conversion ----------------------------------------------------------------------
 // Whether DequantizeRow supports t (all stored weight types do: f32, f16, bf16, q4_0, q4_1,
-// q5_0, q5_1, q8_0, q2_k..q6_k, q8_k).
+// q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, mxfp4).
 bool CanDequantize(DType t);
 // dst[n] = float(src). n must be a multiple of the block size of t. Bit-exact with ggml.
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
 // Whether QuantizeRow supports t (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q8_k,
-// q4_k, q6_k).
+// q4_k, q6_k, mxfp4).
 bool CanQuantize(DType t);
 // dst = quantize(src[n]) with ggml's reference rounding. n multiple of the block size.
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
@@ -69,7 +69,7 @@ void MatMul(const void* w, DType w_type, int64_t n_out, int64_t n_in, const floa
 // Whether MatMul supports weights of type t.
 bool CanMatMul(DType t);
 // The type MatMul converts activations to for weights of type t (llama.cpp's vec_dot_type):
-// f32 -> f32, f16 -> f16, bf16 -> bf16, q4_0/q5_0/q8_0 -> q8_0, q4_1/q5_1 -> q8_1,
+// f32 -> f32, f16 -> f16, bf16 -> bf16, q4_0/q5_0/q8_0/mxfp4 -> q8_0, q4_1/q5_1 -> q8_1,
 // q2_k..q6_k -> q8_k. Only meaningful when CanMatMul(t).
 DType MatMulActivationType(DType t);
 
@@ -150,6 +150,10 @@ void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
 // tanh(t) = sign(t) (1 - e) / (1 + e), e = exp(-2|t|), within 3e-7 * cap of it (exp's 2 ulp
 // through the quotient, plus its roundings).
 void SoftCap(float* x, int64_t n, float cap);
+// gpt-oss's experts (llama.cpp's ggml_swiglu_oai, alpha 1.702, limit 7): with g = min(gate, 7),
+// out[n] = g / (1 + exp(-1.702 g)) * (clamp(up, -7, 7) + 1)   (out may alias gate or up).
+// Scalar on every table (the experts' matmuls dominate).
+void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n);
 // y[n] += x[n]
 void AddInPlace(float* y, const float* x, int64_t n);
 
@@ -198,6 +202,10 @@ struct AttentionVariant {
   int32_t window = 0;
   // > 0: every score s becomes cap * tanh(s / cap) before the softmax (gemma2's attention soft-capping).
   float logit_softcap = 0.f;
+  // gpt-oss's learned attention sinks: [n_heads] logits, one per query head, that join each
+  // softmax's denominator and attend no value: out = sum_j exp(s_j) v_j / (exp(sink) + sum_j
+  // exp(s_j)). null: none.
+  const float* sinks = nullptr;
 };
 void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
                float scale, const KvBlocks& kv, float* out, ThreadPool* pool,

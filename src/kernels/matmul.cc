@@ -72,6 +72,7 @@ DType MatMulActivationType(DType t) {
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kQ8_0:
+    case DType::kMXFP4:
       return DType::kQ8_0;
     case DType::kQ4_1:
     case DType::kQ5_1:

@@ -113,6 +113,26 @@ struct block_q8_K {
 };
 static_assert(sizeof(block_q8_K) == 292, "q8_K block size");
 
+// MXFP4 (OCP microscaling, ggml's block_mxfp4): 32 e2m1 values sharing one e8m0 exponent.
+// qs nibbles as q4_0's (low = elements 0..15, high = 16..31); value = kMxfp4Values[q] *
+// E8M0ToFp32Half(e), the table holding twice each e2m1 value so it is an exact int8.
+inline constexpr int kQK_MXFP4 = 32;
+struct block_mxfp4 {
+  uint8_t e;  // e8m0: 2^(e - 127)
+  uint8_t qs[kQK_MXFP4 / 2];
+};
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block size");
+// e2m1 code -> 2 * value: sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6 (ggml's kvalues_mxfp4).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128): half the e8m0 scale, compensating the doubled table (ggml_e8m0_to_fp32_half,
+// whose e < 2 are the denormals 2^-128 and 2^-127). e = 255 (NaN in the spec) gives 2^127.
+inline float E8M0ToFp32Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Unpacks the 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block.
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {

@@ -231,9 +231,9 @@ void SparseAttention::Attend(const SparsityOptions& o, const ModelConfig& c, con
     kernels::Attention(q, n_q, slots, n_heads, c.n_kv_heads, c.head_dim, scale, kv, out, pool, variant);
     return;
   }
-  // The sparse kernel has no windows or soft-capping: LlamaModel refuses sparse attention for
+  // The sparse kernel has no windows, soft-capping or sinks: LlamaModel refuses sparse attention for
   // the architectures that use them.
-  FERRY_CHECK(variant.window == 0 && variant.logit_softcap == 0.f);
+  FERRY_CHECK(variant.window == 0 && variant.logit_softcap == 0.f && variant.sinks == nullptr);
   kernels::AttentionSparsity sp = KernelOptions(o);
   sp.head_kv = head_kv;
   kernels::AttentionSparseCounts n;

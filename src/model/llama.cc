@@ -21,7 +21,9 @@ struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;            // [dim]; empty without pre norms (olmo2)
   std::vector<float> attn_post_norm, ffn_post_norm;  // [dim] (cfg.post_norms), else empty
   Linear wq, wk, wv, wo;                             // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]
-  std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim], [kv_dim] (qwen2 only)
+  std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim], [kv_dim] (qwen2, gpt-oss)
+  std::vector<float> bo;                             // [dim] W_o's bias (gpt-oss), else empty
+  std::vector<float> sinks;                          // [n_heads] attention sink logits (gpt-oss), else empty
   std::vector<float> q_norm, k_norm;  // [head_dim] each (qwen3: cfg.qk_norm); olmo2: [q_dim], [kv_dim]
   Linear w_gate, w_up, w_down;        // [ffn, dim] x2, [dim, ffn]
   Linear wqkv, w_gate_up;             // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
@@ -279,9 +281,10 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       m->layers_.push_back(std::move(w));
       continue;
     }
-    if (cfg.pre_norms) {
+    if (cfg.pre_norms) {  // gpt-oss names its FFN input norm post_attention_norm
       FERRY_ASSIGN_OR_RETURN(w.attn_norm, r.Vector(p + "attn_norm.weight", dim));
-      FERRY_ASSIGN_OR_RETURN(w.ffn_norm, r.Vector(p + "ffn_norm.weight", dim));
+      FERRY_ASSIGN_OR_RETURN(
+          w.ffn_norm, r.Vector(p + (cfg.swiglu_oai ? "post_attention_norm.weight" : "ffn_norm.weight"), dim));
     }
     if (cfg.post_norms) {
       FERRY_ASSIGN_OR_RETURN(w.attn_post_norm, r.Vector(p + "post_attention_norm.weight", dim));
@@ -289,6 +292,12 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
     }
     FERRY_RETURN_IF_ERROR(LoadQkv(r, p, q_dim, kv_dim, dim, w));
     FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, q_dim));
+    if (r.Has(p + "attn_output.bias")) {
+      FERRY_ASSIGN_OR_RETURN(w.bo, r.Vector(p + "attn_output.bias", dim));
+    }
+    if (cfg.attn_sinks) {
+      FERRY_ASSIGN_OR_RETURN(w.sinks, r.Vector(p + "attn_sinks.weight", cfg.n_heads));
+    }
     if (cfg.IsMoe()) {
       FERRY_ASSIGN_OR_RETURN(w.moe, MoeFfn::Load(src, cfg, l, options.repack_weights, &pack_pool));
       m->weight_bytes_ += w.moe->ActiveBytesPerToken();
@@ -338,12 +347,33 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   };
   FERRY_ASSIGN_OR_RETURN(const std::vector<float> short_factors, factors("rope_factors_short.weight"));
   FERRY_ASSIGN_OR_RETURN(const std::vector<float> long_factors, factors("rope_factors_long.weight"));
+  // YaRN (gpt-oss): pair j's frequency is freq_scale * f (1 - ramp_j) + f ramp_j, ramp_j = 1 below
+  // the correction dim of beta_fast, 0 above that of beta_slow, linear between (ggml's
+  // rope_yarn_corr_dims and rope_yarn_ramp, ext_factor 1).
+  float corr_lo = 0.0f, corr_hi = 0.0f;
+  auto yarn_corr_dims = [&](float theta) {
+    auto corr_dim = [&](float n_rot) {
+      return static_cast<float>(cfg.rot_dim) *
+             std::log(static_cast<float>(cfg.n_ctx_orig) / (n_rot * 2 * 3.14159265358979323846f)) /
+             (2 * std::log(theta));
+    };
+    corr_lo = std::max(0.0f, std::floor(corr_dim(cfg.yarn_beta_fast)));
+    corr_hi = std::min(static_cast<float>(cfg.rot_dim - 1), std::ceil(corr_dim(cfg.yarn_beta_slow)));
+  };
   auto inv_freq = [&](float theta, float freq_scale, const std::vector<float>& div) {
     const float theta_scale = std::pow(theta, -2.0f / static_cast<float>(cfg.rot_dim));
+    if (cfg.rope_yarn) yarn_corr_dims(theta);
     std::vector<float> out;
     float base = 1.0f;
     for (int32_t j = 0; j < half; ++j) {
-      out.push_back(base * freq_scale / div[static_cast<size_t>(j)]);
+      const float f = base / div[static_cast<size_t>(j)];
+      if (cfg.rope_yarn) {
+        const float y = (static_cast<float>(j) - corr_lo) / std::max(0.001f, corr_hi - corr_lo);
+        const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, y));
+        out.push_back(freq_scale * f * (1.0f - ramp) + f * ramp);
+      } else {
+        out.push_back(base * freq_scale / div[static_cast<size_t>(j)]);
+      }
       base *= theta_scale;
     }
     return out;
@@ -560,7 +590,9 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
   }
   float* attn = p.s.layer.Floats(kAttn, n * qd);  // [n, n_q, hd]
   const float scale = c.AttentionScale();
-  const kernels::AttentionVariant variant{c.IsSlidingLayer(l) ? c.sliding_window : 0, c.attn_softcap};
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  const kernels::AttentionVariant variant{c.IsSlidingLayer(l) ? c.sliding_window : 0, c.attn_softcap,
+                                          w.sinks.empty() ? nullptr : w.sinks.data()};
   auto attend = [&](const ForwardBatch::SeqRun& r, ThreadPool* pool) {
     const int32_t seq = p.b.seq_ids[static_cast<size_t>(r.begin)];
     const int n_q = static_cast<int>(r.end - r.begin);
@@ -583,6 +615,8 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
   }
   Tap(p, l, InputKind::kAttnOut, attn, qd);
   Apply(p, l, LinearKind::kO, *blk.wo, attn, out);
+  if (!w.bo.empty())
+    for (int64_t i = 0; i < n; ++i) kernels::AddInPlace(out + i * c.dim, w.bo.data(), c.dim);
 }
 
 void LlamaModel::Ffn(const Pass& p, int32_t l, const float* xn, float* out) const {

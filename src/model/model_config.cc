@@ -8,7 +8,7 @@ namespace {
 // qwen2moe's router weights are used as the softmax gives them; Mixtral and qwen3moe
 // renormalize the top k (llama.cpp hard-codes both; the key, when present, decides).
 bool DefaultExpertWeightsNorm(const std::string& arch) {
-  return arch != "qwen2moe";
+  return arch != "qwen2moe" && arch != "gpt-oss";
 }
 
 // llama.cpp's keys: "{arch}.expert_count", "expert_used_count", "expert_feed_forward_length",
@@ -38,6 +38,44 @@ Status ReadMoeConfig(const Metadata& md, const std::string& p, ModelConfig* c) {
   c->expert_ffn_dim = static_cast<int32_t>(ffn);
   c->shared_expert_ffn_dim = static_cast<int32_t>(shared);
   c->expert_weights_norm = md.GetBool(p + "expert_weights_norm").value_or(DefaultExpertWeightsNorm(c->arch));
+  if (c->arch == "gpt-oss") c->expert_weights_norm = false;  // llama.cpp passes norm_w = false
+  c->expert_softmax_after_topk = c->arch == "gpt-oss";
+  return Status::Ok();
+}
+
+// llama.cpp set_swa_pattern: layer l slides unless l % period == period - 1 (period 0: all
+// slide), or a per-layer array of flags.
+Status ReadSwaPattern(const Metadata& md, const std::string& key, int64_t default_period, ModelConfig* c) {
+  if (auto flags = md.GetIntArray(key)) {
+    if (flags->size() != static_cast<size_t>(c->n_layers))
+      return InvalidArgumentError("'{}' has {} entries for {} layers", key, flags->size(), c->n_layers);
+    for (int64_t f : *flags) c->swa_layers.push_back(f != 0 ? 1 : 0);
+    return Status::Ok();
+  }
+  const int64_t period = md.GetInt(key).value_or(default_period);
+  if (period < 0 || period > (1 << 20)) return InvalidArgumentError("'{}' = {} is out of range", key, period);
+  for (int64_t l = 0; l < c->n_layers; ++l)
+    c->swa_layers.push_back(period == 0 || l % period < period - 1 ? 1 : 0);
+  return Status::Ok();
+}
+
+// gpt-oss as llama.cpp's src/models/openai-moe.cpp reads it: a required sliding window, every
+// other layer sliding (layer 0 first), both kinds with the global RoPE base and scale (YaRN)
+// unless rope.freq_base_swa says otherwise; sinks, biases, clamped SwiGLU experts.
+Status ReadGptOss(const Metadata& md, const std::string& p, ModelConfig* c) {
+  if (c->arch != "gpt-oss") return Status::Ok();
+  const auto window = md.GetInt(p + "attention.sliding_window");
+  if (!window) return InvalidArgumentError("metadata key '{}attention.sliding_window' is missing", p);
+  if (*window <= 0 || *window > (1 << 30))
+    return InvalidArgumentError("'{}attention.sliding_window' = {} is out of range", p, *window);
+  c->sliding_window = static_cast<int32_t>(*window);
+  FERRY_RETURN_IF_ERROR(ReadSwaPattern(md, p + "attention.sliding_window_pattern", 2, c));
+  c->rope_theta_swa = static_cast<float>(md.GetFloat(p + "rope.freq_base_swa").value_or(c->rope_theta));
+  c->rope_freq_scale_swa = c->rope_freq_scale;
+  c->rope_neox = true;
+  c->swiglu_oai = true;
+  c->attn_sinks = true;
+  if (!c->IsMoe()) return InvalidArgumentError("metadata key '{}expert_count' is missing", p);
   return Status::Ok();
 }
 
@@ -93,20 +131,8 @@ Status ReadGemma(const Metadata& md, const std::string& p, ModelConfig* c) {
   c->sliding_window = static_cast<int32_t>(window.value_or(g2 ? 4096 : 0));
   if (c->sliding_window < 0 || c->sliding_window > (1 << 30))
     return InvalidArgumentError("'{}attention.sliding_window' = {} is out of range", p, c->sliding_window);
-  if (c->sliding_window > 0) {  // llama.cpp set_swa_pattern: layer l slides unless l % n == n - 1
-    const std::string key = p + "attention.sliding_window_pattern";
-    if (auto flags = md.GetIntArray(key)) {
-      if (flags->size() != static_cast<size_t>(c->n_layers))
-        return InvalidArgumentError("'{}' has {} entries for {} layers", key, flags->size(), c->n_layers);
-      for (int64_t f : *flags) c->swa_layers.push_back(f != 0 ? 1 : 0);
-    } else {
-      const int64_t period = md.GetInt(key).value_or(g2 ? 2 : 6);
-      if (period < 0 || period > (1 << 20))
-        return InvalidArgumentError("'{}' = {} is out of range", key, period);
-      for (int64_t l = 0; l < c->n_layers; ++l)
-        c->swa_layers.push_back(period == 0 || l % period < period - 1 ? 1 : 0);
-    }
-  }
+  if (c->sliding_window > 0)
+    FERRY_RETURN_IF_ERROR(ReadSwaPattern(md, p + "attention.sliding_window_pattern", g2 ? 2 : 6, c));
   // Sliding layers' RoPE: gemma2 the global base and scale, gemma3 base 10000 and no scaling
   // unless the file says rope.freq_base_swa.
   c->rope_theta_swa = g2 ? c->rope_theta : 10000.0f;
@@ -127,11 +153,11 @@ float ModelConfig::AttentionScale() const {
 
 Status CheckArchitecture(const std::string& arch) {
   for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
-                            "gemma2", "gemma3", "phi3"})
+                            "gemma2", "gemma3", "phi3", "gpt-oss"})
     if (arch == known) return Status::Ok();
   return UnsupportedError(
       "architecture '{}' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, "
-      "smollm3, olmo2, gemma2, gemma3, phi3)",
+      "smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss)",
       arch);
 }
 
@@ -166,17 +192,31 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   if (scaling == "linear") {
     double factor = md.GetFloat(p + "rope.scaling.factor").value_or(1.0);
     if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling == "yarn") {
+    double factor = md.GetFloat(p + "rope.scaling.factor").value_or(1.0);
+    if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    c.rope_yarn = true;
   } else if (scaling != "none") {
     // Never run a model with positions encoded differently from how it was trained.
     return UnsupportedError(
-        "rope scaling type '{}' ('{}rope.scaling.type') is not supported yet (none, linear)", scaling, p);
+        "rope scaling type '{}' ('{}rope.scaling.type') is not supported yet (none, linear, yarn)", scaling,
+        p);
   }
   // llama.cpp: llama uses "normal" (interleaved) rope, qwen2 neox. HF folders keep q/k in
   // rotate-half order, which is neox style whatever the architecture.
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen2moe" || c.arch == "qwen3" || c.arch == "qwen3moe";
-  c.rope_neox =
-      qwen || c.arch == "olmo2" || c.arch == "phi3" || md.GetBool("ferry.rope.neox").value_or(false);
+  c.rope_neox = qwen || c.arch == "olmo2" || c.arch == "phi3" || c.arch == "gpt-oss" ||
+                md.GetBool("ferry.rope.neox").value_or(false);
   c.rope_attn_factor = static_cast<float>(md.GetFloat(p + "rope.scaling.attn_factor").value_or(1.0));
+  if (c.rope_yarn && c.rope_freq_scale != 1.0f) {
+    // llama.cpp (llama-context.cpp): attn_factor = mscale(factor) / (1 + 0.1 ln factor) times the
+    // file's, then ggml's rope_yarn multiplies cos and sin by it and by 1 + 0.1 ln(1 / freq_scale);
+    // the same float steps here.
+    const float factor = 1.0f / c.rope_freq_scale;
+    const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+    const float attn = mscale * (1.0f / (1.0f + 0.1f * std::log(factor))) * c.rope_attn_factor;
+    c.rope_attn_factor = attn * (1.0f + 0.1f * std::log(1.0f / c.rope_freq_scale));
+  }
   c.n_ctx_orig =
       static_cast<int32_t>(md.GetInt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train));
   // phi3 (llama.cpp src/models/phi3.cpp): gate|up in one ffn_up tensor. Its sliding window
@@ -197,6 +237,7 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   FERRY_RETURN_IF_ERROR(ReadNopeLayers(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadGraniteScales(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadGemma(md, p, &c));
+  FERRY_RETURN_IF_ERROR(ReadGptOss(md, p, &c));
   if (auto v = md.GetInt(p + "vocab_size")) {
     c.n_vocab = static_cast<int32_t>(*v);
   } else if (const MetaValue* toks = md.Find("tokenizer.ggml.tokens")) {

@@ -13,7 +13,7 @@ namespace ferry {
 
 struct ModelConfig {
   std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
-                     // "gemma2", "gemma3", "phi3"
+                     // "gemma2", "gemma3", "phi3", "gpt-oss"
   std::string name;  // general.name, for display
   int32_t n_vocab = 0;
   int32_t dim = 0;  // embedding width
@@ -35,6 +35,12 @@ struct ModelConfig {
   // default n_ctx_train) divide the RoPE frequencies by rope_factors_long.weight, others by
   // rope_factors_short.weight (llama.cpp get_rope_factors, chosen by the context size). 0: unset.
   int32_t n_ctx_orig = 0;
+  // YaRN ("{arch}.rope.scaling.type" = yarn, gpt-oss): pair j's angle mixes the interpolated
+  // pos * freq_scale * base^(-2j/rot) and the original pos * base^(-2j/rot) by llama.cpp's ramp
+  // over the correction dims of beta_fast / beta_slow at n_ctx_orig; rope_attn_factor then holds
+  // YaRN's magnitude scale (1 + 0.1 ln(factor), times the file's attn_factor).
+  bool rope_yarn = false;
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
   bool UsesLongRopeFactors(int32_t context) const { return n_ctx_orig > 0 && context > n_ctx_orig; }
   // Layers whose q/k get no RoPE at all (SmolLM3's NoPE layers); [n_layers], empty: RoPE everywhere.
   std::vector<uint8_t> nope_layers;
@@ -64,6 +70,11 @@ struct ModelConfig {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   bool gelu_ffn = false;  // gemma: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU
+  // gpt-oss: the experts' clamped SwiGLU, min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
+  // (llama.cpp's ggml_swiglu_oai); learned attention sinks (blk.L.attn_sinks.weight, [n_heads]);
+  // the FFN's input norm is named post_attention_norm.
+  bool swiglu_oai = false;
+  bool attn_sinks = false;
   // phi3: ffn_up.weight holds gate and up stacked ([2 ffn_dim, dim], gate rows first); q/k/v
   // may come stacked as attn_qkv.weight ([q_dim + 2 kv_dim, dim]) whatever the architecture.
   bool fused_gate_up = false;
@@ -83,6 +94,9 @@ struct ModelConfig {
   int32_t expert_ffn_dim = 0;         // "{arch}.expert_feed_forward_length" (llama: feed_forward_length)
   int32_t shared_expert_ffn_dim = 0;  // qwen2moe's always-on shared expert; 0: none
   bool expert_weights_norm = true;    // renormalize the top-k weights to sum 1 (Mixtral yes, Qwen2-MoE no)
+  // gpt-oss (llama.cpp's SOFTMAX_WEIGHT gating): the top k of the raw router logits, their
+  // weights a softmax over those k logits alone.
+  bool expert_softmax_after_topk = false;
   bool IsMoe() const { return n_expert > 0; }
 
   // Reads "{arch}.*" keys; n_vocab from "{arch}.vocab_size" or the token list length.

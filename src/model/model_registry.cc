@@ -27,6 +27,8 @@ constexpr Entry kArchitectures[] = {
     {"gemma2", &CreateLlamaModel},    // pre+post norms, GeGLU, soft-capping, sliding-window layers
     {"gemma3", &CreateLlamaModel},    // gemma2 without soft-capping, with q/k norms, 5:1 sliding layers
     {"phi3", &CreateLlamaModel},      // fused qkv / gate_up, partial rotary, LongRoPE factors
+    {"gpt-oss",
+     &CreateLlamaModel},  // sinks, biases, alternating sliding layers, YaRN, clamped-SwiGLU experts
 };
 
 }  // namespace

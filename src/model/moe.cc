@@ -18,7 +18,8 @@ void ExpertMatrix::Apply(const float* x, int64_t n_tok, float* y, ThreadPool* po
   }
 }
 
-TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool normalize) {
+TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool normalize,
+                      bool softmax_after_topk) {
   // Softmax in double so the ranking of close experts does not depend on summation order.
   std::vector<double> p(static_cast<size_t>(n_expert));  // [n_expert]
   const float mx = *std::max_element(logits, logits + n_expert);
@@ -33,7 +34,9 @@ TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool nor
   TokenRoute r;
   double chosen = 0;
   for (int32_t i = 0; i < k; ++i) chosen += p[static_cast<size_t>(order[static_cast<size_t>(i)])];
-  const double denom = normalize ? chosen : sum;
+  // A softmax over the chosen logits alone is theirs divided by their sum: exp(l - max) over
+  // the k chosen (the max is the first's, so the common factor cancels).
+  const double denom = normalize || softmax_after_topk ? chosen : sum;
   for (int32_t i = 0; i < k; ++i) {
     const int32_t e = order[static_cast<size_t>(i)];
     r.expert.push_back(e);
@@ -109,16 +112,38 @@ StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src,
   m->ffn_ = cfg.expert_ffn_dim;
   m->shared_ffn_ = cfg.shared_expert_ffn_dim;
   m->normalize_ = cfg.expert_weights_norm;
+  m->softmax_after_topk_ = cfg.expert_softmax_after_topk;
+  m->swiglu_oai_ = cfg.swiglu_oai;
   const std::string p = "blk." + std::to_string(layer) + ".";
   const int64_t E = cfg.n_expert, dim = cfg.dim, ffn = cfg.expert_ffn_dim;
   FERRY_ASSIGN_OR_RETURN(auto router, ReadMatrices(src, p + "ffn_gate_inp.weight", 1, E, dim));
   m->router_ = router[0];
+  // gpt-oss's biases as f32 vectors: router [E], gate/up [E, ffn], down [E, dim].
+  auto read_bias = [&](const std::string& name, int64_t n, std::vector<float>* out) -> Status {
+    const formats::TensorRef* t = src.FindTensor(name);
+    if (!t) return Status::Ok();
+    if (t->NumElements() != n || !kernels::CanDequantize(t->dtype) || !RowBytesChecked(t->dtype, n))
+      return InvalidArgumentError("'{}': tensor '{}' has shape {} / type {}, expected {} elements",
+                                  src.path(), name, t->ShapeString(), DTypeName(t->dtype), n);
+    out->resize(static_cast<size_t>(n));
+    kernels::DequantizeRow(t->dtype, t->data, out->data(), n);
+    return Status::Ok();
+  };
+  FERRY_RETURN_IF_ERROR(read_bias(p + "ffn_gate_inp.bias", E, &m->router_bias_));
+  FERRY_RETURN_IF_ERROR(read_bias(p + "ffn_gate_exps.bias", E * ffn, &m->gate_bias_));
+  FERRY_RETURN_IF_ERROR(read_bias(p + "ffn_up_exps.bias", E * ffn, &m->up_bias_));
+  FERRY_RETURN_IF_ERROR(read_bias(p + "ffn_down_exps.bias", E * dim, &m->down_bias_));
   m->experts_.resize(static_cast<size_t>(E));
   if (src.FindTensor(p + "ffn_gate_exps.weight")) {
     FERRY_ASSIGN_OR_RETURN(auto gate, ReadMatrices(src, p + "ffn_gate_exps.weight", E, ffn, dim));
     FERRY_ASSIGN_OR_RETURN(auto up, ReadMatrices(src, p + "ffn_up_exps.weight", E, ffn, dim));
     FERRY_ASSIGN_OR_RETURN(auto down, ReadMatrices(src, p + "ffn_down_exps.weight", E, dim, ffn));
-    for (size_t e = 0; e < static_cast<size_t>(E); ++e) m->experts_[e] = Expert{gate[e], up[e], down[e]};
+    for (size_t e = 0; e < static_cast<size_t>(E); ++e) {
+      Expert& x = m->experts_[e] = Expert{gate[e], up[e], down[e]};
+      if (!m->gate_bias_.empty()) x.gate_bias = m->gate_bias_.data() + e * static_cast<size_t>(ffn);
+      if (!m->up_bias_.empty()) x.up_bias = m->up_bias_.data() + e * static_cast<size_t>(ffn);
+      if (!m->down_bias_.empty()) x.down_bias = m->down_bias_.data() + e * static_cast<size_t>(dim);
+    }
   } else if (src.FindTensor(p + "ffn_gate.0.weight")) {  // older Mixtral GGUFs: one tensor per expert
     for (int64_t e = 0; e < E; ++e) {
       auto name = [&](const char* base) {  // blk.L.ffn_gate.E.weight (appends: GCC 12 -Wrestrict)
@@ -181,8 +206,16 @@ void MoeFfn::RunExpert(const Expert& e, const float* x, int64_t m, float* out, S
   float* up = scratch.Floats(kUp, m * ffn);      // [m, ffn]
   e.gate.Apply(x, m, gate, pool);
   e.up.Apply(x, m, up, pool);
-  kernels::SiluMul(gate, up, gate, m * ffn);
+  for (int64_t i = 0; i < m && e.gate_bias; ++i) kernels::AddInPlace(gate + i * ffn, e.gate_bias, ffn);
+  for (int64_t i = 0; i < m && e.up_bias; ++i) kernels::AddInPlace(up + i * ffn, e.up_bias, ffn);
+  if (swiglu_oai_) {
+    kernels::SwigluOaiMul(gate, up, gate, m * ffn);
+  } else {
+    kernels::SiluMul(gate, up, gate, m * ffn);
+  }
   e.down.Apply(gate, m, out, pool);
+  const int64_t dim = e.down.n_out;
+  for (int64_t i = 0; i < m && e.down_bias; ++i) kernels::AddInPlace(out + i * dim, e.down_bias, dim);
 }
 
 void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_factor, SparsityStats* stats,
@@ -190,9 +223,12 @@ void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_fac
   const int64_t dim = dim_, k = k_;
   float* logits = scratch.Floats(kLogits, n * n_expert_);  // [n, n_expert]
   router_.Apply(xn, n, logits, pool);
+  for (int64_t t = 0; t < n && !router_bias_.empty(); ++t)
+    kernels::AddInPlace(logits + t * n_expert_, router_bias_.data(), n_expert_);
   std::vector<TokenRoute> routes(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t)
-    routes[static_cast<size_t>(t)] = RouteToken(logits + t * n_expert_, n_expert_, k_, normalize_);
+    routes[static_cast<size_t>(t)] =
+        RouteToken(logits + t * n_expert_, n_expert_, k_, normalize_, softmax_after_topk_);
 
   // Assignments grouped by expert in token order: (token, rank within the token's top-k).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(n_expert_));

@@ -39,7 +39,10 @@ struct TokenRoute {
   std::vector<float> weight;    // [k]
 };
 // Softmax over logits: [n_expert], then top-k. The reference the grouped path must match.
-TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool normalize);
+// softmax_after_topk (gpt-oss): the top k of the logits themselves, weighted by a softmax over
+// those k logits alone (normalize is then moot: the weights already sum to 1).
+TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool normalize,
+                      bool softmax_after_topk = false);
 
 // Capacity of each expert for a step of n_tokens: ceil(k * factor * n_tokens / n_expert);
 // factor <= 0 means unlimited (returns INT64_MAX).
@@ -47,9 +50,10 @@ int64_t ExpertCapacity(int32_t k, double factor, int64_t n_tokens, int32_t n_exp
 
 class MoeFfn {
  public:
-  // Reads layer `layer`'s router (blk.L.ffn_gate_inp), experts (3-D blk.L.ffn_{gate,up,down}_exps,
-  // or Mixtral's older per-expert blk.L.ffn_{gate,up,down}.E) and, when the config has one, the
-  // shared expert (ffn_{gate,up,down}_shexp + its sigmoid gate ffn_gate_inp_shexp).
+  // Reads layer `layer`'s router (blk.L.ffn_gate_inp, with its .bias when present), experts (3-D
+  // blk.L.ffn_{gate,up,down}_exps with their 2-D .bias when present, or Mixtral's older per-expert
+  // blk.L.ffn_{gate,up,down}.E) and, when the config has one, the shared expert
+  // (ffn_{gate,up,down}_shexp + its sigmoid gate ffn_gate_inp_shexp).
   static StatusOr<std::unique_ptr<MoeFfn>> Load(const formats::WeightSource& src, const ModelConfig& cfg,
                                                 int32_t layer, bool repack, ThreadPool* pack_pool);
 
@@ -68,14 +72,21 @@ class MoeFfn {
  private:
   struct Expert {
     ExpertMatrix gate, up, down;  // [ffn, dim], [ffn, dim], [dim, ffn]
+    // gpt-oss's biases, added after each projection: [ffn], [ffn], [dim]; null: none.
+    const float *gate_bias = nullptr, *up_bias = nullptr, *down_bias = nullptr;
   };
-  // out: [m, dim] = down(silu(gate x) * up x) for x: [m, dim].
+  // out: [m, dim] = down(act(gate x) * up x) for x: [m, dim]; act SiLU, or gpt-oss's clamped
+  // SwiGLU (swiglu_oai_).
   void RunExpert(const Expert& e, const float* x, int64_t m, float* out, Scratch& scratch,
                  ThreadPool* pool) const;
 
   int32_t n_expert_ = 0, k_ = 0, dim_ = 0, ffn_ = 0, shared_ffn_ = 0;
   bool normalize_ = true;
+  bool softmax_after_topk_ = false, swiglu_oai_ = false;  // gpt-oss (ModelConfig)
   ExpertMatrix router_;             // [n_expert, dim]
+  std::vector<float> router_bias_;  // [n_expert] added to the logits (gpt-oss), or empty
+  // gpt-oss's expert biases, f32: [n_expert, ffn] x2 (gate, up), [n_expert, dim] (down), or empty.
+  std::vector<float> gate_bias_, up_bias_, down_bias_;
   std::vector<Expert> experts_;     // [n_expert]
   Expert shared_;                   // [shared_ffn, dim] ... (absent when shared_ffn_ == 0)
   std::vector<float> shared_gate_;  // [dim] sigmoid gate of the shared expert (may be empty)

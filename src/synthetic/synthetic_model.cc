@@ -46,6 +46,12 @@ const std::vector<ModelPreset> kPresets = {
     // context of 64, so the 128-token perplexity windows run the long factors and the 48-token
     // test prompts (on a 64-position cache) the short ones; untied as Phi-3-mini.
     {"phi3-tiny", "phi3", 512, 64, 2, 4, 2, 192, 512, 10000.0f, false, 0, 0, 0, 0, 0, 0.0f, 0.0f, 12, 64},
+    // gpt-oss: 4 layers alternating sliding (window 32, < the 128-token perplexity windows) and
+    // full; head_dim 32 is not dim / heads (as gpt-oss's 64 at 2880 / 64); 8 experts top-4 of
+    // width 64 (MXFP4 blocks of 32); YaRN factor 4 from an original context of 128, whose
+    // correction dims (0 .. 5 of 16 pairs) put the ramp inside the head.
+    {"gpt-oss-tiny", "gpt-oss", 512, 64,  4,   4, 2, 64, 512, 150000.0f, false, 8, 4, 0, 32, 32,
+     0.0f,           0.0f,      0,   128, 4.0f},
     // Real shapes (config.json of Qwen/Qwen3-0.6B, ibm-granite/granite-3.3-2b-base,
     // HuggingFaceTB/SmolLM3-3B).
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, 0, 0, 0, 128},
@@ -60,6 +66,10 @@ const std::vector<ModelPreset> kPresets = {
     // microsoft/Phi-4-mini-instruct: partial_rotary_factor 0.75, LongRoPE from 4096 to 131072.
     {"phi4-mini", "phi3", 200064, 3072, 32, 24, 8,    8192, 131072, 10000.0f,
      true,        0,      0,      0,    0,  0,  0.0f, 0.0f, 96,     4096},
+    // openai/gpt-oss-20b: 24 layers, 64 heads of 64 (8 KV), 32 experts top-4 of 2880, window 128,
+    // YaRN factor 32 from 4096.
+    {"gpt-oss-20b", "gpt-oss", 201088, 2880, 24,   64,   8, 2880, 131072, 150000.0f, false, 32, 4, 0, 64,
+     128,           0.0f,      0.0f,   0,    4096, 32.0f},
 };
 
 // Granite 3.x's multipliers (granite-3.3-2b's config.json): llama.cpp's GGUF keys.
@@ -97,6 +107,8 @@ int32_t FileType(DType t) {
       return 1001;  // Ferry's own (docs/formats.md); llama.cpp has no such type
     case DType::kI8:
       return 1002;  // W8A8 (docs/formats.md "W8A8 tensors")
+    case DType::kMXFP4:
+      return 38;  // MOSTLY_MXFP4_MOE: experts MXFP4, the rest q8_0
     default:
       return 0;
   }
@@ -202,10 +214,11 @@ void AddSyntheticVocab(Metadata& md, int32_t n_vocab, const std::vector<std::str
 }
 
 struct PlannedTensor {
+  // kSink: f32 N(0, 2^2) (gpt-oss attention sinks: logits that compete with the scores);
   // kRouter: f32 random (MoE router, shared gate); kQkNorm: f32 1 + noise (qwen3 q/k norms,
   // olmo2's q/k and post norms); kRopeShort / kRopeLong: f32 LongRoPE divisors exp(|N(0, s^2)|),
   // s 0.2 / 1 (all >= 1, the long ones larger, as Phi-3's).
-  enum Kind { kMatrix, kNorm, kBias, kRouter, kQkNorm, kRopeShort, kRopeLong };
+  enum Kind { kMatrix, kNorm, kBias, kRouter, kQkNorm, kRopeShort, kRopeLong, kSink };
   std::string name;
   std::vector<int64_t> shape;  // outermost first
   Kind kind;
@@ -226,8 +239,11 @@ StatusOr<const ModelPreset*> FindPreset(const SyntheticModelOptions& options) {
       (options.type != DType::kI8 && !kernels::CanQuantize(options.type)))
     return InvalidArgumentError(
         "make-model cannot write type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
-        "q4_k_m, q6_k, int4_g128, w8a8)",
+        "q4_k_m, q6_k, int4_g128, w8a8, mxfp4)",
         DTypeName(options.type));
+  if (options.type == DType::kMXFP4 && it->n_expert == 0)
+    return InvalidArgumentError(
+        "type mxfp4 (llama.cpp's MXFP4_MOE) is for expert tensors: preset '{}' has none", it->name);
   if (options.q4_k_m && options.type != DType::kQ4_K)
     return InvalidArgumentError("the Q4_K_M mix needs type q4_k, not {}", DTypeName(options.type));
   return &*it;
@@ -247,7 +263,11 @@ Metadata PresetMetadata(const ModelPreset& p, const SyntheticModelOptions& optio
   md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
   md.SetUint(a + "feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
   md.SetUint(a + "rope.dimension_count", static_cast<uint64_t>(p.RotDim()));
-  if (p.n_ctx_orig > 0) {  // LongRoPE (llama.cpp conversion/phi.py)
+  if (p.yarn_factor > 0) {  // YaRN (llama.cpp conversion of GptOssForCausalLM)
+    md.SetString(a + "rope.scaling.type", "yarn");
+    md.SetFloat(a + "rope.scaling.factor", p.yarn_factor);
+    md.SetUint(a + "rope.scaling.original_context_length", static_cast<uint64_t>(p.n_ctx_orig));
+  } else if (p.n_ctx_orig > 0) {  // LongRoPE (llama.cpp conversion/phi.py)
     md.SetUint(a + "rope.scaling.original_context_length", static_cast<uint64_t>(p.n_ctx_orig));
     const double scale = static_cast<double>(p.n_ctx) / p.n_ctx_orig;
     md.SetFloat(a + "rope.scaling.attn_factor", std::sqrt(1.0 + std::log(scale) / std::log(p.n_ctx_orig)));
@@ -292,6 +312,7 @@ void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan
   const bool olmo2 = p.arch == "olmo2";  // no pre norms; post norms; q/k norms over all heads
   // gemma: pre and post norms, all 1 + noise (GGUFs hold gemma's 1 + w as the weight).
   const bool gemma = p.arch == "gemma2" || p.arch == "gemma3";
+  const bool oss = p.arch == "gpt-oss";
   if (!olmo2) plan.push_back({b + "attn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
   if (phi3) {
     plan.push_back({b + "attn_qkv.weight", {q_dim + 2 * kv_dim, p.dim}, K::kMatrix});
@@ -312,13 +333,19 @@ void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan
     plan.push_back({b + "post_attention_norm.weight", {p.dim}, K::kQkNorm});
     plan.push_back({b + "post_ffw_norm.weight", {p.dim}, K::kQkNorm});
   }
-  if (bias) {
+  if (bias || oss) {
     plan.push_back({b + "attn_q.bias", {q_dim}, K::kBias});
     plan.push_back({b + "attn_k.bias", {kv_dim}, K::kBias});
     plan.push_back({b + "attn_v.bias", {kv_dim}, K::kBias});
   }
   plan.push_back({b + "attn_output.weight", {p.dim, q_dim}, K::kMatrix});
-  if (!olmo2) plan.push_back({b + "ffn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
+  if (oss) {  // W_o's bias, the sinks, and the FFN's input norm under gpt-oss's name
+    plan.push_back({b + "attn_output.bias", {p.dim}, K::kBias});
+    plan.push_back({b + "attn_sinks.weight", {p.n_heads}, K::kSink});
+    plan.push_back({b + "post_attention_norm.weight", {p.dim}, K::kQkNorm});
+  } else if (!olmo2) {
+    plan.push_back({b + "ffn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
+  }
   if (p.n_expert > 0) {
     // Experts as llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn, dim]); the
     // router stays f32 as llama.cpp's quantizer leaves it.
@@ -327,6 +354,12 @@ void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan
     plan.push_back({b + "ffn_gate_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
     plan.push_back({b + "ffn_up_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
     plan.push_back({b + "ffn_down_exps.weight", {E, p.dim, p.ffn_dim}, K::kMatrix});
+    if (oss) {  // gpt-oss's router and expert biases (ggml ne [ffn, E] = shape [E, ffn])
+      plan.push_back({b + "ffn_gate_inp.bias", {E}, K::kBias});
+      plan.push_back({b + "ffn_gate_exps.bias", {E, p.ffn_dim}, K::kBias});
+      plan.push_back({b + "ffn_up_exps.bias", {E, p.ffn_dim}, K::kBias});
+      plan.push_back({b + "ffn_down_exps.bias", {E, p.dim}, K::kBias});
+    }
     if (p.shared_ffn_dim > 0) {
       plan.push_back({b + "ffn_gate_inp_shexp.weight", {p.dim}, K::kRouter});
       plan.push_back({b + "ffn_gate_shexp.weight", {p.shared_ffn_dim, p.dim}, K::kMatrix});
@@ -347,7 +380,7 @@ void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan
 std::vector<PlannedTensor> PlanTensors(const ModelPreset& p) {
   using K = PlannedTensor::Kind;
   std::vector<PlannedTensor> plan = {{"token_embd.weight", {p.n_vocab, p.dim}, K::kMatrix}};
-  if (p.n_ctx_orig > 0) {
+  if (p.n_ctx_orig > 0 && p.yarn_factor == 0) {
     plan.push_back({"rope_factors_long.weight", {p.RotDim() / 2}, K::kRopeLong});
     plan.push_back({"rope_factors_short.weight", {p.RotDim() / 2}, K::kRopeShort});
   }
@@ -366,6 +399,8 @@ void FillRow(const PlannedTensor& t, const SyntheticModelOptions& options, uint6
   } else if (t.kind == K::kQkNorm) {
     FillNormal(row, cols, options.qk_norm_stddev, seed);
     for (float& v : std::span<float>(row, static_cast<size_t>(cols))) v += 1.0f;
+  } else if (t.kind == K::kSink) {
+    FillNormal(row, cols, 2.0f, seed);
   } else if (t.kind == K::kRopeShort || t.kind == K::kRopeLong) {
     FillNormal(row, cols, t.kind == K::kRopeLong ? 1.0f : 0.2f, seed);
     for (float& v : std::span<float>(row, static_cast<size_t>(cols))) v = std::exp(std::fabs(v));
@@ -386,8 +421,8 @@ const std::vector<ModelPreset>& ModelPresets() {
 }
 
 std::vector<DType> SyntheticModelTypes() {
-  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,
-          DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K, DType::kI4G128, DType::kI8};
+  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,   DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+          DType::kQ5_1, DType::kQ4_K, DType::kQ6_K, DType::kI4G128, DType::kI8,   DType::kMXFP4};
 }
 
 Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options) {
@@ -421,6 +456,7 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     DType type = t.kind != K::kMatrix ? DType::kF32
                  : options.q4_k_m     ? MatrixTypeQ4_K_M(t.name, p.tied_embeddings, p.n_layers)
                                       : options.type;
+    if (type == DType::kMXFP4 && t.shape.size() != 3) type = DType::kQ8_0;  // MXFP4_MOE: experts only
     // W8A8 files: block linears int8 + scales; embeddings and lm_head stay q8_0.
     const bool w8a8_matrix =
         w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2;

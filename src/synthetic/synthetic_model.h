@@ -15,7 +15,8 @@ namespace ferry {
 struct ModelPreset {
   std::string name;
   std::string arch;  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms), "qwen3moe", "granite",
-                     // "smollm3", "olmo2" (post norms), "gemma2", "gemma3", "phi3" (fused qkv and gate_up)
+                     // "smollm3", "olmo2" (post norms), "gemma2", "gemma3", "phi3" (fused qkv and gate_up),
+                     // "gpt-oss" (sinks, biases, alternating sliding layers, YaRN, experts)
   int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
   float rope_theta;
   bool tied_embeddings;
@@ -32,11 +33,14 @@ struct ModelPreset {
   // factor sqrt(1 + ln(n_ctx / n_ctx_orig) / ln(n_ctx_orig)) and the original context are written).
   int32_t rot_dim = 0, n_ctx_orig = 0;
   int32_t RotDim() const { return rot_dim > 0 ? rot_dim : HeadDim(); }
+  // gpt-oss: > 0 writes YaRN RoPE scaling (rope.scaling.type yarn, this factor, original context
+  // n_ctx_orig) instead of LongRoPE's tensors.
+  float yarn_factor = 0.0f;
 };
 
 // New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
-// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny" and the real shapes "qwen3-0.6b", "granite-3-2b",
-// "smollm3-3b", "olmo2-1b", "gemma2-2b", "gemma3-1b", "phi4-mini".
+// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "gpt-oss-tiny" and the real shapes "qwen3-0.6b",
+// "granite-3-2b", "smollm3-3b", "olmo2-1b", "gemma2-2b", "gemma3-1b", "phi4-mini", "gpt-oss-20b".
 // "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m", "tinyllama-1.1b", "smollm-draft"
 // (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared
 // expert, unnormalized weights), "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and
@@ -46,7 +50,9 @@ const std::vector<ModelPreset>& ModelPresets();
 struct SyntheticModelOptions {
   std::string preset = "tiny";
   DType type = DType::kF16;      // weight matrices; norms stay f32. kI8 = W8A8 (docs/formats.md):
-                                 // block linears int8 + f32 weight_scale, embeddings/head q8_0
+                                 // block linears int8 + f32 weight_scale, embeddings/head q8_0.
+                                 // kMXFP4 = llama.cpp's MXFP4_MOE: the 3-D expert tensors MXFP4,
+                                 // every other matrix q8_0 (MoE presets only)
   float w8a8_input_scale = 0.f;  // W8A8 only: > 0 writes this static input_scale per linear
   // With type kQ4_K: llama.cpp's Q4_K_M mix instead of Q4_K everywhere (MatrixTypeQ4_K_M).
   bool q4_k_m = false;

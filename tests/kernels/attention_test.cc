@@ -121,10 +121,12 @@ TEST(Attention, SplitAlongSequenceMergesExactlyAndIsBatchInvariant) {
   }
 }
 
-// Gemma's variants against a naive double softmax written here: query t attends keys
-// max(0, pos - window + 1) .. pos, each score s -> cap * tanh(s / cap). Windows inside one tile,
-// across tiles and chunks, and wider than the context; every schedule gives the same bits.
-TEST(Attention, SlidingWindowAndSoftCapMatchNaive) {
+// Gemma's and gpt-oss's variants against a naive double softmax written here: query t attends
+// keys max(0, pos - window + 1) .. pos, each score s -> cap * tanh(s / cap), and head h's sink
+// adds exp(sink[h]) to the denominator. Windows inside one tile, across tiles and chunks, and
+// wider than the context; sinks above every score (the kernel rescales the accumulator) and
+// below; every schedule gives the same bits.
+TEST(Attention, SlidingWindowSoftCapAndSinksMatchNaive) {
   testing::ScopedIsa isa_guard;
   std::mt19937 rng(43);
   ThreadPool pool2(2), pool3(3);
@@ -137,12 +139,15 @@ TEST(Attention, SlidingWindowAndSoftCapMatchNaive) {
   const int n_q = static_cast<int>(pos.size());
   auto q = testing::RandomFloats(rng, int64_t{n_q} * nh * hd, 1.f);
   const float scale = 0.5f;
+  const std::vector<float> sinks = {6.0f, -1.5f, 0.3f, -30.f};  // [nh]; scores are about N(0, 2.8^2)
   auto at = [&](const std::vector<float>& c, int p, int g, int d) {
     return c[(static_cast<int64_t>(table[p / bs]) * bs + p % bs) * nkv * hd + g * hd + d];
   };
   for (const AttentionVariant var :
        {AttentionVariant{1, 0.f}, AttentionVariant{37, 0.f}, AttentionVariant{300, 0.f},
-        AttentionVariant{2000, 2.f}, AttentionVariant{0, 2.f}, AttentionVariant{100, 3.f}}) {
+        AttentionVariant{2000, 2.f}, AttentionVariant{0, 2.f}, AttentionVariant{100, 3.f},
+        AttentionVariant{0, 0.f, sinks.data()}, AttentionVariant{37, 0.f, sinks.data()},
+        AttentionVariant{1, 0.f, sinks.data()}}) {
     std::vector<double> want(q.size());
     for (int t = 0; t < n_q; ++t)
       for (int h = 0; h < nh; ++h) {
@@ -154,15 +159,17 @@ TEST(Attention, SlidingWindowAndSoftCapMatchNaive) {
           dot *= scale;
           s.push_back(var.logit_softcap > 0 ? var.logit_softcap * std::tanh(dot / var.logit_softcap) : dot);
         }
-        const double mx = *std::max_element(s.begin(), s.end());
-        double sum = 0;
+        double mx = *std::max_element(s.begin(), s.end());
+        if (var.sinks) mx = std::max(mx, double{var.sinks[h]});
+        double sum = var.sinks ? std::exp(var.sinks[h] - mx) : 0.0;
         for (double& x : s) sum += (x = std::exp(x - mx));
         for (int p = lo; p <= pos[t]; ++p)
           for (int d = 0; d < hd; ++d) want[(t * nh + h) * hd + d] += s[p - lo] / sum * at(v, p, g, d);
       }
     for (Isa isa : testing::TestIsas()) {
       ASSERT_TRUE(isa_guard.Set(isa));
-      SCOPED_TRACE(std::string(IsaName(isa)) + " window " + std::to_string(var.window));
+      SCOPED_TRACE(std::string(IsaName(isa)) + " window " + std::to_string(var.window) +
+                   (var.sinks ? " sinks" : ""));
       std::vector<float> batch(q.size());
       Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch.data(), nullptr, var);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(batch[i], want[i], 2e-5) << i;

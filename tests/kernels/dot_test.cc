@@ -117,7 +117,7 @@ TEST(Dot, PackedOrderTypesEqualScalarTwinBitExact) {
   const auto& scalar = internal::TableFor(Isa::kScalar);
   for (Isa isa : testing::TestIsas()) {
     const auto& tab = internal::TableFor(isa);
-    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
       SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t));
       for (int64_t nb : {1, 7, 8, 9, 16, 23, 64}) {
         const int64_t n = Traits(t).block_size * nb;
@@ -143,7 +143,7 @@ TEST(Dot, VnniTablesGiveTheirBaseTablesBits) {
     ++tested;
     const auto& tv = internal::TableFor(vnni);
     const auto& tb = internal::TableFor(base);
-    for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0, DType::kMXFP4}) {
       SCOPED_TRACE(std::string(IsaName(vnni)) + " " + DTypeName(t));
       for (int rep = 0; rep < 20; ++rep) {
         const int64_t n = RandomLength(rng, t);
@@ -157,6 +157,51 @@ TEST(Dot, VnniTablesGiveTheirBaseTablesBits) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "this CPU has no VNNI table beside its base";
+}
+
+// MXFP4 rows of random bytes (every e2m1 code, exponents from the denormal e = 0, 1 through
+// the normal range) against the scalar twin on every table, one and eight rows at a time, and
+// the twin against the dequantized product computed in double.
+TEST(Dot, Mxfp4AnyBytesEqualScalarTwinBitExact) {
+  std::mt19937 rng(17);
+  const auto& scalar = internal::TableFor(Isa::kScalar);
+  std::uniform_int_distribution<int> byte(0, 255), expo(0, 150);
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    SCOPED_TRACE(IsaName(isa));
+    for (int64_t nb : {1, 3, 8, 9, 17, 40}) {
+      const int64_t n = 32 * nb;
+      const size_t rb = RowBytes(DType::kMXFP4, n);
+      std::vector<uint8_t> w(rb * internal::kMaxDotRows);
+      for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+      auto* blocks = reinterpret_cast<block_mxfp4*>(w.data());
+      // Row 0 only the exponents 0..3 (its sum lives at 2^-128 scales, so a wrong denormal scale
+      // shows), the other rows mostly normal ones with 0, 1, 2 among them.
+      for (int64_t i = 0; i < nb * internal::kMaxDotRows; ++i)
+        blocks[i].e = static_cast<uint8_t>(i < nb ? i % 4 : i % 5 == 0 ? i % 3 : expo(rng) + 60);
+      auto x = RandomFloats(rng, n, nb % 2 ? 1.f : 100.f);
+      auto xq = ToPartner(DType::kMXFP4, x.data(), n);
+      const internal::DotRowsFn rows_fn = tab.dot_rows[static_cast<int>(DType::kMXFP4)];
+      ASSERT_EQ(rows_fn == nullptr, isa == Isa::kScalar);  // every SIMD table has the multi-row dot
+      float rows[internal::kMaxDotRows];
+      if (rows_fn) rows_fn(w.data(), rb, xq.data(), internal::kMaxDotRows, n, rows);
+      for (int r = 0; r < internal::kMaxDotRows; ++r) {
+        const uint8_t* wr = w.data() + r * rb;
+        const float want = scalar.dot[static_cast<int>(DType::kMXFP4)](wr, xq.data(), n);
+        const float got = tab.dot[static_cast<int>(DType::kMXFP4)](wr, xq.data(), n);
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
+            << "nb=" << nb << " row " << r << ": " << got << " vs " << want;
+        if (rows_fn) {
+          ASSERT_EQ(std::memcmp(&rows[r], &want, 4), 0) << "nb=" << nb << " row " << r << " (8-row call)";
+        }
+        auto wf = Dequant(DType::kMXFP4, wr, n);
+        auto xf = Dequant(DType::kQ8_0, xq.data(), n);
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(wf[i]) * xf[i];
+        ASSERT_NEAR(want, exact, 1e-5 * AbsDot(wf, xf) + 1e-37) << "nb=" << nb << " row " << r;
+      }
+    }
+  }
 }
 
 // A multi-row dot gives each row the bits of the table's single dot, for every row count.

@@ -111,7 +111,7 @@ inline double AbsDot(const std::vector<float>& a, const std::vector<float>& b) {
 inline const std::vector<DType>& MatMulTypes() {
   static const std::vector<DType> v = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
                                        DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                                       DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                                       DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
   return v;
 }
 

@@ -2,7 +2,9 @@
 // against ref on random data (ragged lengths).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -113,6 +115,27 @@ TEST(Ops, GeluTanhMulKnownValues) {
     EXPECT_NEAR(out[7], -1.9545977f, 1e-6);
     EXPECT_NEAR(out[8], 1.3828560f, 1e-6);
   }
+}
+
+// gpt-oss's clamped SwiGLU against its formula in double: the gate clamped above at 7 only,
+// up clamped to [-7, 7] and offset by 1, sigmoid(1.702 g); out may alias gate.
+TEST(Ops, SwigluOaiMulKnownValues) {
+  const float gate[] = {10.f, 7.f, -3.f, 0.f, 1.f, -20.f, 2.5f};
+  const float up[] = {-9.f, 8.f, 0.5f, 3.f, -1.f, 2.f, 100.f};
+  const int n = 7;
+  float out[n];
+  SwigluOaiMul(gate, up, out, n);
+  for (int i = 0; i < n; ++i) {
+    const double g = std::min<double>(gate[i], 7.0), u = std::clamp<double>(up[i], -7.0, 7.0);
+    const double want = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+    EXPECT_NEAR(out[i], want, 1e-6 * std::fabs(want) + 1e-7) << i;
+  }
+  EXPECT_EQ(out[4], 0.0f);  // up = -1: (u + 1) = 0
+  EXPECT_NEAR(out[0], 7.0 / (1.0 + std::exp(-1.702 * 7.0)) * -6.0, 1e-5);
+  float alias[n];
+  std::copy_n(gate, n, alias);
+  SwigluOaiMul(alias, up, alias, n);
+  EXPECT_EQ(0, std::memcmp(alias, out, sizeof out));
 }
 
 TEST(Ops, EveryIsaMatchesRefOnRandomData) {

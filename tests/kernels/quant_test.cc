@@ -195,9 +195,9 @@ TEST(Dequantize, Q8_KKnownValues) {
 TEST(Dequantize, EveryIsaMatchesRefBitExact) {
   testing::ScopedIsa isa_guard;
   std::mt19937 rng(1);
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
-                         DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ8_1, DType::kQ2_K,
-                         DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                         DType::kQ5_1, DType::kQ8_0, DType::kQ8_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                         DType::kQ5_K, DType::kQ6_K, DType::kQ8_K, DType::kMXFP4};
   for (Isa isa : testing::TestIsas()) {
     ASSERT_TRUE(isa_guard.Set(isa));
     for (DType t : types) {
@@ -227,6 +227,60 @@ TEST(Quantize, Q8_0ReferenceRoundsHalfAwayActivationRoundsHalfEven) {
   EXPECT_EQ(act_b.qs[1], 2);
   EXPECT_EQ(act_b.qs[2], -2);
   EXPECT_EQ(act_b.qs[3], 4);
+}
+
+// MXFP4: the doubled e2m1 table times 2^(e - 128), e < 2 denormal (ggml_e8m0_to_fp32_half).
+TEST(Dequantize, Mxfp4KnownValues) {
+  block_mxfp4 b{};
+  b.e = 127;       // 2^(127 - 128): 0.5 per table unit
+  b.qs[0] = 0x7F;  // element 0: code 15 = -12, element 16: code 7 = 12
+  b.qs[1] = 0x91;  // element 1: code 1 = 1, element 17: code 9 = -1
+  b.qs[2] = 0x08;  // element 2: code 8 = -0 -> 0
+  float y[32];
+  DequantizeRow(DType::kMXFP4, &b, y, 32);
+  EXPECT_EQ(y[0], -6.0f);
+  EXPECT_EQ(y[16], 6.0f);
+  EXPECT_EQ(y[1], 0.5f);
+  EXPECT_EQ(y[17], -0.5f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[31], 0.0f);
+  b.e = 0;
+  DequantizeRow(DType::kMXFP4, &b, y, 32);
+  EXPECT_EQ(y[16], 12.0f * std::ldexp(1.0f, -128));  // 2^-128 is a float denormal
+  b.e = 1;
+  DequantizeRow(DType::kMXFP4, &b, y, 32);
+  EXPECT_EQ(y[16], 12.0f * std::ldexp(1.0f, -127));
+  b.e = 200;
+  DequantizeRow(DType::kMXFP4, &b, y, 32);
+  EXPECT_EQ(y[1], std::ldexp(1.0f, 72));  // 1 * 2^(200 - 128)
+}
+
+// quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127, each value the nearest code, the
+// lower code on a tie (ggml scans the table in order, keeping the first minimum).
+TEST(Quantize, Mxfp4KnownBlock) {
+  float x[32] = {};
+  x[0] = 6.0f;    // amax: floor(log2 6) = 2 -> e = 127, d = 2^-1: the grid 0, 0.5, 1, 1.5, 2, 3, 4, 6
+  x[1] = -1.3f;   // nearest -1.5: code 11
+  x[2] = 0.75f;   // a tie of 0.5 (code 1) and 1 (code 2): the first, code 1
+  x[3] = -0.75f;  // a tie of -0.5 (code 9) and -1 (code 10): code 9
+  x[16] = 2.9f;   // nearest 3: code 5
+  x[17] = -0.1f;  // nearest 0: code 0 (before -0, code 8)
+  block_mxfp4 b;
+  QuantizeRow(DType::kMXFP4, x, &b, 32);
+  EXPECT_EQ(b.e, 127);
+  EXPECT_EQ(b.qs[0], 0x57);
+  EXPECT_EQ(b.qs[1], 0x0B);
+  EXPECT_EQ(b.qs[2], 0x01);
+  EXPECT_EQ(b.qs[3], 0x09);
+  for (int i = 4; i < 16; ++i) EXPECT_EQ(b.qs[i], 0) << i;
+  float y[32];
+  DequantizeRow(DType::kMXFP4, &b, y, 32);
+  EXPECT_EQ(y[0], 6.0f);
+  EXPECT_EQ(y[1], -1.5f);
+  EXPECT_EQ(y[16], 3.0f);
+  const float zeros[32] = {};
+  QuantizeRow(DType::kMXFP4, zeros, &b, 32);
+  EXPECT_EQ(b.e, 0);
 }
 
 TEST(Quantize, Q4_0KnownBlock) {

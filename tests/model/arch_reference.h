@@ -1,7 +1,7 @@
 // A plain scalar forward pass of the llama-family architectures (llama, qwen3, qwen3moe, granite,
-// smollm3, olmo2, gemma2, gemma3, phi3), written from llama.cpp's graphs (src/models/*.cpp) for the tests and
-// sharing no code with model/llama.cc: it reads the metadata keys and tensors itself, in double precision,
-// one token at a time over the whole prefix. Slow and obvious on purpose.
+// smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss), written from llama.cpp's graphs (src/models/*.cpp) for the
+// tests and sharing no code with model/llama.cc: it reads the metadata keys and tensors itself, in double
+// precision, one token at a time over the whole prefix. Slow and obvious on purpose.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "formats/weight_source.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/ref.h"
 
 namespace ferry::testing {
 
@@ -55,7 +56,21 @@ class ReferenceForward {
       window_ = md.GetInt(p + "attention.sliding_window").value_or(g2 ? 4096 : 0);
       theta_swa_ = md.GetFloat(p + "rope.freq_base_swa").value_or(g2 ? theta_ : 10000.0);
     }
-    const int64_t period = gemma_ ? (g2 ? 2 : 6) : 0;  // layer l slides unless l % period == period - 1
+    // gpt-oss (src/models/openai-moe.cpp): every other layer slides, layer 0 first; sinks, biases,
+    // YaRN (llama-context.cpp + ggml rope_yarn: beta_fast 32, beta_slow 1, ext_factor 1).
+    oss_ = arch_ == "gpt-oss";
+    if (oss_) {
+      neox_ = true;
+      window_ = *md.GetInt(p + "attention.sliding_window");
+      theta_swa_ = md.GetFloat(p + "rope.freq_base_swa").value_or(theta_);
+    }
+    if (md.GetString(p + "rope.scaling.type").value_or("") == "yarn") {
+      yarn_factor_ = *md.GetFloat(p + "rope.scaling.factor");
+      rope_attn_factor_ *= 1.0 + 0.1 * std::log(yarn_factor_);  // YaRN's magnitude scale on cos and sin
+    }
+    const int64_t period = gemma_ ? (g2 ? 2 : 6)
+                           : oss_ ? 2
+                                  : 0;  // layer l slides unless l % period == period - 1
     for (int64_t l = 0; l < layers_; ++l) sliding_.push_back(window_ > 0 && l % period < period - 1);
     if (arch_ == "granite") {  // llama.cpp's f_*_scale; 0 = not applied
       emb_scale_ = md.GetFloat(p + "embedding_scale").value_or(0.0);
@@ -89,12 +104,20 @@ class ReferenceForward {
       std::vector<double> xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "attn_norm.weight"));
       // phi3: one attn_qkv.weight, q rows then k then v.
       const std::vector<double> wqkv = phi3_ ? T(b + "attn_qkv.weight") : std::vector<double>();
-      std::vector<double> q = phi3_ ? MatMul(wqkv, xn, n, q_dim, dim_)  // [n, heads, hd]
-                                    : MatMul(T(b + "attn_q.weight"), xn, n, q_dim, dim_);
-      std::vector<double> k = phi3_ ? MatMul(wqkv, xn, n, kv_dim, dim_, q_dim * dim_)
-                                    : MatMul(T(b + "attn_k.weight"), xn, n, kv_dim, dim_);
-      std::vector<double> v = phi3_ ? MatMul(wqkv, xn, n, kv_dim, dim_, (q_dim + kv_dim) * dim_)
-                                    : MatMul(T(b + "attn_v.weight"), xn, n, kv_dim, dim_);
+      std::vector<double> q =
+          phi3_ ? MatMul(wqkv, Acts(b + "attn_qkv.weight", xn), n, q_dim, dim_)  // [n, heads, hd]
+                : MatMul(T(b + "attn_q.weight"), Acts(b + "attn_q.weight", xn), n, q_dim, dim_);
+      std::vector<double> k =
+          phi3_ ? MatMul(wqkv, Acts(b + "attn_qkv.weight", xn), n, kv_dim, dim_, q_dim * dim_)
+                : MatMul(T(b + "attn_k.weight"), Acts(b + "attn_k.weight", xn), n, kv_dim, dim_);
+      std::vector<double> v =
+          phi3_ ? MatMul(wqkv, Acts(b + "attn_qkv.weight", xn), n, kv_dim, dim_, (q_dim + kv_dim) * dim_)
+                : MatMul(T(b + "attn_v.weight"), Acts(b + "attn_v.weight", xn), n, kv_dim, dim_);
+      if (src_.FindTensor(b + "attn_q.bias")) {  // gpt-oss (and qwen2): biases on q, k, v
+        AddBias(q, n, T(b + "attn_q.bias"));
+        AddBias(k, n, T(b + "attn_k.bias"));
+        AddBias(v, n, T(b + "attn_v.bias"));
+      }
       if (qk_norm_) {  // every head of q and k on its own
         q = Norm(q, n * heads_, hd_, T(b + "attn_q_norm.weight"));
         k = Norm(k, n * kv_heads_, hd_, T(b + "attn_k_norm.weight"));
@@ -122,21 +145,30 @@ class ReferenceForward {
               dot += q[(i * heads_ + h) * hd_ + d] * k[(j * kv_heads_ + g) * hd_ + d];
             s[j - j0] = SoftCap(dot * scale, attn_softcap_);
           }
-          Softmax(s);
+          if (oss_) {  // the head's sink logit joins the softmax's denominator only
+            s.push_back(T(b + "attn_sinks.weight")[static_cast<size_t>(h)]);
+            Softmax(s);
+            s.pop_back();
+          } else {
+            Softmax(s);
+          }
           for (int64_t j = j0; j <= i; ++j)
             for (int64_t d = 0; d < hd_; ++d)
               att[(i * heads_ + h) * hd_ + d] += s[j - j0] * v[(j * kv_heads_ + g) * hd_ + d];
         }
-      AddScaled(x, PostNorm(MatMul(T(b + "attn_output.weight"), att, n, dim_, q_dim), n,
-                            b + "post_attention_norm"));
-      xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "ffn_norm.weight"));
+      std::vector<double> o =
+          MatMul(T(b + "attn_output.weight"), Acts(b + "attn_output.weight", att), n, dim_, q_dim);
+      if (src_.FindTensor(b + "attn_output.bias")) AddBias(o, n, T(b + "attn_output.bias"));
+      AddScaled(x, PostNorm(o, n, b + "post_attention_norm"));
+      xn = olmo2_ ? x : Norm(x, n, dim_, T(b + (oss_ ? "post_attention_norm.weight" : "ffn_norm.weight")));
       AddScaled(x, PostNorm(experts_ > 0 ? Moe(b, xn, n)
                             : phi3_      ? FusedSwiGlu(b, xn, n)
                                          : SwiGlu(b + "ffn_", ".weight", xn, n),
                             n, b + "post_ffw_norm"));
     }
-    std::vector<double> logits = MatMul(src_.FindTensor("output.weight") ? T("output.weight") : emb,
-                                        Norm(x, n, dim_, T("output_norm.weight")), n, vocab_, dim_);
+    const char* head = src_.FindTensor("output.weight") ? "output.weight" : "token_embd.weight";
+    std::vector<double> logits =
+        MatMul(T(head), Acts(head, Norm(x, n, dim_, T("output_norm.weight"))), n, vocab_, dim_);
     if (logit_scale_ != 0)
       for (double& z : logits) z /= logit_scale_;
     for (double& z : logits) z = SoftCap(z, final_softcap_);
@@ -152,6 +184,31 @@ class ReferenceForward {
     std::vector<float> f(static_cast<size_t>(t->NumElements()));
     kernels::DequantizeRow(t->dtype, t->data, f.data(), t->NumElements());
     return std::vector<double>(f.begin(), f.end());
+  }
+  // x ([rows of the weight's cols]) as llama.cpp feeds a matmul with weight `name`: rounded to
+  // q8_0 with its x86 rounding (ref::QuantizeActQ8_0) for q4_0 / q5_0 / q8_0 / mxfp4 weights,
+  // to f16 for f16 weights, as it is for f32 ones. Quantized files then differ from Ferry by
+  // summation order only, as the f32 ones do.
+  std::vector<double> Acts(const std::string& name, const std::vector<double>& x) const {
+    const formats::TensorRef* t = src_.FindTensor(name);
+    if (!t) return x;
+    const DType act = kernels::MatMulActivationType(t->dtype);
+    if (act != DType::kQ8_0 && act != DType::kF16) return x;
+    const int64_t cols = t->shape.back(), rows = static_cast<int64_t>(x.size()) / cols;
+    std::vector<double> out(x.size());
+    std::vector<float> row(static_cast<size_t>(cols));
+    std::vector<uint8_t> q(RowBytes(act, cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<float>(x[r * cols + c]);
+      if (act == DType::kQ8_0) {
+        kernels::ref::QuantizeActQ8_0(row.data(), q.data(), cols);
+      } else {
+        kernels::ref::QuantizeActF16(row.data(), q.data(), cols);
+      }
+      kernels::DequantizeRow(act, q.data(), row.data(), cols);
+      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = row[c];
+    }
+    return out;
   }
   // y: [n, rows] = x: [n, cols] . w^T, w: [rows, cols] (w may be a slice at offset `w0`).
   static std::vector<double> MatMul(const std::vector<double>& w, const std::vector<double>& x, int64_t n,
@@ -177,6 +234,23 @@ class ReferenceForward {
     return y;
   }
   static double SoftCap(double x, double cap) { return cap > 0 ? cap * std::tanh(x / cap) : x; }
+  // y: [n, b.size()] += b per row.
+  static void AddBias(std::vector<double>& y, int64_t n, const std::vector<double>& b) {
+    const int64_t w = static_cast<int64_t>(b.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < w; ++r) y[i * w + r] += b[r];
+  }
+  // YaRN's frequency multiplier of pair j (1 without YaRN): between the correction dims of
+  // beta_fast (32) and beta_slow (1) the original frequency fades into the interpolated one.
+  double YarnMix(int64_t j, double theta) const {
+    if (yarn_factor_ == 0) return 1.0;
+    auto corr = [&](double beta) {
+      return rot_ * std::log(static_cast<double>(n_ctx_orig_) / (beta * 2 * M_PI)) / (2 * std::log(theta));
+    };
+    const double lo = std::max(0.0, std::floor(corr(32))), hi = std::min(rot_ - 1.0, std::ceil(corr(1)));
+    const double ramp = 1.0 - std::clamp((static_cast<double>(j) - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+    return (1.0 - ramp) / yarn_factor_ + ramp;
+  }
   // The first rot_ dims of each head rotate (partial rotary), pair j's angle divided by
   // factors[j]; cos and sin times LongRoPE's attention factor.
   void Rope(std::vector<double>& x, int64_t n, int64_t heads, double theta,
@@ -187,7 +261,7 @@ class ReferenceForward {
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t j = 0; j < half; ++j) {
           const double a = static_cast<double>(i) * std::pow(theta, -2.0 * static_cast<double>(j) / rot_) /
-                           factors[static_cast<size_t>(j)];
+                           factors[static_cast<size_t>(j)] * YarnMix(j, theta);
           double* row = &x[(i * heads + h) * hd_];
           double& x0 = neox_ ? row[j] : row[2 * j];
           double& x1 = neox_ ? row[j + half] : row[2 * j + 1];
@@ -216,34 +290,57 @@ class ReferenceForward {
     const std::vector<double> wg = T(pre + "gate" + post), wu = T(pre + "up" + post),
                               wd = T(pre + "down" + post);
     const int64_t ffn = static_cast<int64_t>(wg.size()) / dim_ / (experts_ > 0 ? experts_ : 1);
-    std::vector<double> g = MatMul(wg, xn, n, ffn, dim_, e * ffn * dim_),
-                        u = MatMul(wu, xn, n, ffn, dim_, e * ffn * dim_);
+    std::vector<double> g = MatMul(wg, Acts(pre + "gate" + post, xn), n, ffn, dim_, e * ffn * dim_),
+                        u = MatMul(wu, Acts(pre + "up" + post, xn), n, ffn, dim_, e * ffn * dim_);
+    if (oss_) {  // gpt-oss: biases, then llama.cpp's swiglu_oai (alpha 1.702, limit 7)
+      const std::vector<double> bg = T(pre + "gate_exps.bias"), bu = T(pre + "up_exps.bias"),
+                                bd = T(pre + "down_exps.bias");
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < ffn; ++r) {
+          const double gx = std::min(g[i * ffn + r] + bg[e * ffn + r], 7.0);
+          const double ux = std::clamp(u[i * ffn + r] + bu[e * ffn + r], -7.0, 7.0);
+          g[i * ffn + r] = gx / (1.0 + std::exp(-1.702 * gx)) * (ux + 1.0);
+        }
+      std::vector<double> y = MatMul(wd, Acts(pre + "down" + post, g), n, dim_, ffn, e * ffn * dim_);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t d = 0; d < dim_; ++d) y[i * dim_ + d] += bd[e * dim_ + d];
+      return y;
+    }
     for (size_t i = 0; i < g.size(); ++i)
       g[i] = (gemma_ ? 0.5 * g[i] *
                            (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
                      : g[i] / (1.0 + std::exp(-g[i]))) *
              u[i];
-    return MatMul(wd, g, n, dim_, ffn, e * ffn * dim_);
+    return MatMul(wd, Acts(pre + "down" + post, g), n, dim_, ffn, e * ffn * dim_);
   }
   // phi3: ffn_up.weight [2 ffn, dim] is gate rows then up rows (llama.cpp LLM_FFN_SWIGLU on
   // one tensor: silu(first half) * second half).
   std::vector<double> FusedSwiGlu(const std::string& b, const std::vector<double>& xn, int64_t n) const {
     const std::vector<double> wgu = T(b + "ffn_up.weight"), wd = T(b + "ffn_down.weight");
     const int64_t ffn = static_cast<int64_t>(wgu.size()) / dim_ / 2;
-    std::vector<double> g = MatMul(wgu, xn, n, ffn, dim_), u = MatMul(wgu, xn, n, ffn, dim_, ffn * dim_);
+    const std::vector<double> xa = Acts(b + "ffn_up.weight", xn);
+    std::vector<double> g = MatMul(wgu, xa, n, ffn, dim_), u = MatMul(wgu, xa, n, ffn, dim_, ffn * dim_);
     for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-    return MatMul(wd, g, n, dim_, ffn);
+    return MatMul(wd, Acts(b + "ffn_down.weight", g), n, dim_, ffn);
   }
-  // qwen3moe (llama.cpp build_moe_ffn, softmax gating, top-k weights renormalized to sum 1).
+  // qwen3moe (llama.cpp build_moe_ffn, softmax gating, top-k weights renormalized to sum 1);
+  // gpt-oss (SOFTMAX_WEIGHT gating: router bias, top k of the logits, softmax over those k).
   std::vector<double> Moe(const std::string& b, const std::vector<double>& xn, int64_t n) const {
-    const std::vector<double> logits = MatMul(T(b + "ffn_gate_inp.weight"), xn, n, experts_, dim_);
+    std::vector<double> logits = MatMul(T(b + "ffn_gate_inp.weight"), xn, n, experts_, dim_);
+    if (oss_) AddBias(logits, n, T(b + "ffn_gate_inp.bias"));
     std::vector<double> out(static_cast<size_t>(n * dim_));
     for (int64_t i = 0; i < n; ++i) {
       std::vector<double> p(logits.begin() + i * experts_, logits.begin() + (i + 1) * experts_);
-      Softmax(p);
+      if (!oss_) Softmax(p);
       std::vector<int64_t> order(static_cast<size_t>(experts_));
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return p[a] > p[c]; });
+      if (oss_) {  // the k chosen logits' own softmax
+        std::vector<double> chosen;
+        for (int64_t r = 0; r < experts_used_; ++r) chosen.push_back(p[order[r]]);
+        Softmax(chosen);
+        for (int64_t r = 0; r < experts_used_; ++r) p[order[r]] = chosen[r];
+      }
       double sum = 0;
       for (int64_t r = 0; r < experts_used_; ++r) sum += p[order[r]];
       const std::vector<double> row(xn.begin() + i * dim_, xn.begin() + (i + 1) * dim_);
@@ -259,9 +356,9 @@ class ReferenceForward {
   std::string arch_;
   int64_t dim_, layers_, heads_, kv_heads_, hd_, rot_, experts_, experts_used_, vocab_, n_ctx_orig_;
   double eps_, theta_, emb_scale_ = 0, attn_scale_ = 0, res_scale_ = 0, logit_scale_ = 0;
-  double attn_softcap_ = 0, final_softcap_ = 0, theta_swa_ = 0, rope_attn_factor_ = 1;
+  double attn_softcap_ = 0, final_softcap_ = 0, theta_swa_ = 0, rope_attn_factor_ = 1, yarn_factor_ = 0;
   int64_t window_ = 0;
-  bool neox_, qk_norm_, olmo2_, gemma_ = false, phi3_ = false;
+  bool neox_, qk_norm_, olmo2_, gemma_ = false, phi3_ = false, oss_ = false;
   std::vector<bool> sliding_;  // [layers] true: a sliding-window layer
   std::vector<bool> rope_;     // [layers] false: a NoPE layer
 };

@@ -1,6 +1,6 @@
-// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3): each tiny
-// preset against the plain scalar reference of arch_reference.h on every ISA table, the config each reads
-// from its GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
+// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss):
+// each tiny preset against the plain scalar reference of arch_reference.h on every ISA table, the config each
+// reads from its GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,9 +24,10 @@
 namespace ferry {
 namespace {
 
-const char* const kTinyPresets[] = {"qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
-                                    "olmo2-tiny", "gemma2-tiny",   "gemma3-tiny",  "phi3-tiny"};
-// Longer than the gemma presets' sliding window (32), so the window masks keys.
+const char* const kTinyPresets[] = {"qwen3-tiny",   "qwen3moe-tiny", "granite-tiny",
+                                    "smollm3-tiny", "olmo2-tiny",    "gemma2-tiny",
+                                    "gemma3-tiny",  "phi3-tiny",     "gpt-oss-tiny"};
+// Longer than the gemma and gpt-oss presets' sliding window (32), so the window masks keys.
 constexpr int kPromptLen = 48;
 
 std::vector<int32_t> Prompt(int n) {
@@ -131,6 +132,67 @@ TEST(Architectures, ConfigFromGgufKeys) {
   EXPECT_FALSE(phi.UsesLongRopeFactors(64));
   EXPECT_TRUE(phi.UsesLongRopeFactors(65));
   EXPECT_EQ(phi.sliding_window, 0);
+  const ModelConfig oss = open("gpt-oss-tiny");
+  EXPECT_TRUE(oss.rope_neox && oss.attn_sinks && oss.swiglu_oai && oss.expert_softmax_after_topk &&
+              oss.rope_yarn);
+  EXPECT_FALSE(oss.expert_weights_norm || oss.post_norms || oss.qk_norm);
+  EXPECT_EQ(oss.sliding_window, 32);
+  EXPECT_EQ(oss.swa_layers, (std::vector<uint8_t>{1, 0, 1, 0}));  // llama.cpp: pattern 2, layer 0 slides
+  EXPECT_EQ(oss.n_expert, 8);
+  EXPECT_EQ(oss.n_expert_used, 4);
+  EXPECT_EQ(oss.head_dim, 32);
+  EXPECT_EQ(oss.n_ctx_orig, 128);
+  EXPECT_FLOAT_EQ(oss.rope_freq_scale, 0.25f);  // 1 / factor
+  EXPECT_FLOAT_EQ(oss.rope_freq_scale_swa, 0.25f);
+  EXPECT_FLOAT_EQ(oss.rope_theta_swa, oss.rope_theta);
+  EXPECT_NEAR(oss.rope_attn_factor, 1.0 + 0.1 * std::log(4.0), 1e-6);  // YaRN's magnitude scale
+}
+
+// gpt-oss's sliding window is required (llama.cpp reads it with no default).
+TEST(Architectures, GptOssNeedsSlidingWindow) {
+  auto src = formats::OpenWeightSource(
+      testing::WriteSyntheticTestModel(testing::TempDir(), "gpt-oss-tiny", DType::kF32));
+  ASSERT_TRUE(src.ok());
+  Metadata md;
+  for (const auto& [k, v] : (*src)->metadata().entries())
+    if (k != "gpt-oss.attention.sliding_window") md.Set(k, v);
+  auto cfg = ModelConfig::FromMetadata(md);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("gpt-oss.attention.sliding_window"), std::string::npos)
+      << cfg.status().ToString();
+}
+
+// gpt-oss with MXFP4 experts (make-model's mxfp4: llama.cpp's MXFP4_MOE, the rest q8_0) on every
+// ISA against the reference on the same weights, the reference rounding each matmul's input to
+// q8_0 as llama.cpp (and Ferry) do. Then only summation order differs, as for f32, until some
+// activation falls within float error of a q8_0 rounding boundary: that one quantum then moves
+// every later position through attention (here from position 18 on, by ~1% of the logits), so
+// the prompt stops before it.
+TEST(Architectures, GptOssMxfp4ExpertsMatchScalarReference) {
+  const std::string path =
+      testing::WriteSyntheticTestModel(testing::TempDir(), "gpt-oss-tiny", DType::kMXFP4);
+  testing::OpenedModel om = testing::OpenTestModel(path);
+  ASSERT_TRUE(om.src);
+  EXPECT_EQ(om.src->FindTensor("blk.0.ffn_up_exps.weight")->dtype, DType::kMXFP4);
+  EXPECT_EQ(om.src->FindTensor("blk.0.ffn_down_exps.weight")->dtype, DType::kMXFP4);
+  EXPECT_EQ(om.src->FindTensor("blk.0.attn_q.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ(om.src->FindTensor("output.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ(om.src->FindTensor("blk.0.ffn_gate_inp.weight")->dtype, DType::kF32);
+  const auto toks = Prompt(16);
+  const std::vector<double> ref = testing::ReferenceForward(*om.src).Run(toks);
+  for (kernels::Isa isa : testing::TestIsas()) {
+    testing::ScopedIsa guard(isa);
+    auto m = CreateModel(*om.src);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const std::vector<float> got = Logits(**m, toks);
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
+      max_ref = std::max(max_ref, std::fabs(ref[i]));
+    }
+    EXPECT_GT(max_ref, 0.1);
+    EXPECT_LE(max_diff, 1e-4 * max_ref) << kernels::IsaName(isa);
+  }
 }
 
 // LongRoPE: a cache longer than the original context (64) rotates with the long factors, on
@@ -162,7 +224,7 @@ TEST(Architectures, Phi3LongRopeFactorsFollowTheContext) {
 // with blocks of 8 in shuffled physical order, give the reference's logits at every position
 // (the window crosses blocks and the decode path, not just one batched prefill).
 TEST(Architectures, SlidingWindowPrefillThenDecodeOnPagedCache) {
-  for (const char* preset : {"gemma2-tiny", "gemma3-tiny"}) {
+  for (const char* preset : {"gemma2-tiny", "gemma3-tiny", "gpt-oss-tiny"}) {
     testing::OpenedModel om =
         testing::OpenTestModel(testing::WriteSyntheticTestModel(testing::TempDir(), preset, DType::kF32));
     ASSERT_TRUE(om.src);

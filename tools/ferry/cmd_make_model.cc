@@ -25,8 +25,9 @@ Runner AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--preset", o->preset, "shape preset: " + presets)->capture_default_str();
   cmd->add_option(
          "--type", o->type,
-         "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q6_k, int4_g128, w8a8, or q4_k_m "
-         "(llama.cpp's Q4_K_M mix of q4_k and q6_k)")
+         "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q6_k, int4_g128, w8a8, q4_k_m "
+         "(llama.cpp's Q4_K_M mix of q4_k and q6_k), or mxfp4 (MoE presets: experts mxfp4, the rest q8_0, "
+         "llama.cpp's MXFP4_MOE)")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->out, "output .gguf file")->required();
   cmd->add_option("--seed", o->seed, "weights seed")->capture_default_str();

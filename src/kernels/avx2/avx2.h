@@ -26,12 +26,14 @@ float DotQ4_1(const void* w, const void* x, int64_t n);
 float DotQ5_0(const void* w, const void* x, int64_t n);
 float DotQ5_1(const void* w, const void* x, int64_t n);
 float DotQ8_0(const void* w, const void* x, int64_t n);
+float DotMXFP4(const void* w, const void* x, int64_t n);
 float DotQ4_K(const void* w, const void* x, int64_t n);
 float DotQ5_K(const void* w, const void* x, int64_t n);
 float DotQ6_K(const void* w, const void* x, int64_t n);
-// Several q4_0 / q8_0 weight rows against one activation row (dispatch.h DotRowsFn).
+// Several q4_0 / q8_0 / mxfp4 weight rows against one activation row (dispatch.h DotRowsFn).
 void DotRowsQ4_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out);
 void DotRowsQ8_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out);
+void DotRowsMXFP4(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out);
 // One weight row against nt (1..kMaxDotTile) activation rows (dispatch.h DotTileFn).
 void DotTileQ4_K(const void* w, const void* const* x, int nt, int64_t n, float* out);
 void DotTileQ5_K(const void* w, const void* const* x, int nt, int64_t n, float* out);

@@ -197,6 +197,14 @@ void DotRowsQ8_0(const void* w, size_t row_bytes, const void* x, int nr, int64_t
   Chain::RowsQ8_0(w, row_bytes, x, nr, n, out);
 }
 
+float DotMXFP4(const void* w, const void* x, int64_t n) {
+  return Chain::MXFP4(w, x, n);
+}
+
+void DotRowsMXFP4(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out) {
+  Chain::RowsMXFP4(w, row_bytes, x, nr, n, out);
+}
+
 namespace {
 // The MAC of the shared K-quant bodies: vpmaddwd, then vpaddd.
 struct MaddOps {

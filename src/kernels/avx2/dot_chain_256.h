@@ -1,4 +1,4 @@
-// q4_0 / q8_0 in-place dots in the packed kernels' float order (ref::PackedTile): an exact
+// q4_0 / q8_0 / mxfp4 in-place dots in the packed kernels' float order (ref::PackedTile): an exact
 // int32 sum per 32-element block, then acc = fma(d_w * d_x, float(isum), acc) block by block
 // into one float, so a --no-repack run computes the bits of a repacked one. The block sums are
 // 256-bit and templated over Ops (DotI8: int8 x int8, DotU8: uint8 x int8, 8 int32 lanes each):
@@ -19,6 +19,39 @@
 
 namespace ferry::kernels::avx2 {
 namespace {
+
+// The weight scales of blocks b[0..7] as floats: q4_0 / q8_0's fp16 d (F16C), MXFP4's e8m0
+// exponent as 2^(e - 128) (E8M0ToFp32Half: e < 2 are the denormals 2^-128, 2^-127).
+template <typename WB>
+inline __m256 BlockScales8(const WB* const* b) {
+  const __m128i h = _mm_setr_epi16(static_cast<int16_t>(b[0]->d), static_cast<int16_t>(b[1]->d),
+                                   static_cast<int16_t>(b[2]->d), static_cast<int16_t>(b[3]->d),
+                                   static_cast<int16_t>(b[4]->d), static_cast<int16_t>(b[5]->d),
+                                   static_cast<int16_t>(b[6]->d), static_cast<int16_t>(b[7]->d));
+  return _mm256_cvtph_ps(h);
+}
+inline __m256 BlockScales8(const block_mxfp4* const* b) {
+  const __m256i e = _mm256_setr_epi32(b[0]->e, b[1]->e, b[2]->e, b[3]->e, b[4]->e, b[5]->e, b[6]->e, b[7]->e);
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, denormal, small));
+}
+template <typename WB>
+inline float BlockScale(const WB& b) {
+  return _cvtsh_ss(b.d);
+}
+inline float BlockScale(const block_mxfp4& b) {
+  return E8M0ToFp32Half(b.e);
+}
+
+// MXFP4's 32 e2m1 codes of a block -> their doubled values as int8 (kMxfp4Values): the
+// nibbles as q4_0's, then one in-lane byte shuffle through the 16-entry table.
+inline __m256i Mxfp4ToBytes(const uint8_t* qs) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  return _mm256_shuffle_epi8(table, NibblesToBytes(qs));
+}
 
 // Lane k of the result = the sum of v[k]'s eight lanes.
 inline __m256i ReduceEight(const __m256i v[8]) {
@@ -47,11 +80,8 @@ void ChainRows(const WB* const* a, const float* yd, const int32_t* sums, int64_t
         isum = _mm256_sub_epi32(
             isum, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + i)), 3));
       const WB* w = a[r] + i;
-      const __m128i h = _mm_setr_epi16(static_cast<int16_t>(w[0].d), static_cast<int16_t>(w[1].d),
-                                       static_cast<int16_t>(w[2].d), static_cast<int16_t>(w[3].d),
-                                       static_cast<int16_t>(w[4].d), static_cast<int16_t>(w[5].d),
-                                       static_cast<int16_t>(w[6].d), static_cast<int16_t>(w[7].d));
-      _mm256_store_ps(sc[r], _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(yd + i)));
+      const WB* const blocks[8] = {w, w + 1, w + 2, w + 3, w + 4, w + 5, w + 6, w + 7};
+      _mm256_store_ps(sc[r], _mm256_mul_ps(BlockScales8(blocks), _mm256_loadu_ps(yd + i)));
       _mm256_store_ps(fi[r], _mm256_cvtepi32_ps(isum));
     }
     for (int k = 0; k < 8; ++k)
@@ -60,7 +90,7 @@ void ChainRows(const WB* const* a, const float* yd, const int32_t* sums, int64_t
   for (; i < nb; ++i)
     for (int r = 0; r < R; ++r) {
       const int32_t isum = HsumI32x8(block_sum(a[r], i)) - (sums ? 8 * sums[i] : 0);
-      acc[r] = std::fma(_cvtsh_ss(a[r][i].d) * yd[i], static_cast<float>(isum), acc[r]);
+      acc[r] = std::fma(BlockScale(a[r][i]) * yd[i], static_cast<float>(isum), acc[r]);
     }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
@@ -77,11 +107,9 @@ void ChainEightRows(const WB* const* a, const float* yd, const int32_t* sums, in
     for (int r = 0; r < 8; ++r) v[r] = block_sum(a[r], i);
     __m256i isum = ReduceEight(v);
     if (sums) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * sums[i]));
-    const __m128i h = _mm_setr_epi16(static_cast<int16_t>(a[0][i].d), static_cast<int16_t>(a[1][i].d),
-                                     static_cast<int16_t>(a[2][i].d), static_cast<int16_t>(a[3][i].d),
-                                     static_cast<int16_t>(a[4][i].d), static_cast<int16_t>(a[5][i].d),
-                                     static_cast<int16_t>(a[6][i].d), static_cast<int16_t>(a[7][i].d));
-    const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(yd[i]));
+    const WB* const blocks[8] = {a[0] + i, a[1] + i, a[2] + i, a[3] + i,
+                                 a[4] + i, a[5] + i, a[6] + i, a[7] + i};
+    const __m256 sc = _mm256_mul_ps(BlockScales8(blocks), _mm256_set1_ps(yd[i]));
     acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc);
   }
   _mm256_storeu_ps(out, acc);
@@ -120,6 +148,20 @@ struct ChainDots256 {
     ChainRowsN<block_q8_0>(
         w, row_bytes, internal::ActScales(x, nb, sizeof(block_q8_0)), nullptr, nr, nb,
         [=](const block_q8_0* a, int64_t i) { return Ops::DotI8(Load(a[i].qs), Load(b[i].qs)); }, out);
+  }
+  // MXFP4 x q8_0: the table's signed values times q (no offset term), q4_0's float order.
+  static void RowsMXFP4(const void* w, size_t row_bytes, const void* x, int nr, int64_t n, float* out) {
+    const int64_t nb = n / 32;
+    const auto* b = static_cast<const block_q8_0*>(x);
+    ChainRowsN<block_mxfp4>(
+        w, row_bytes, internal::ActScales(x, nb, sizeof(block_q8_0)), nullptr, nr, nb,
+        [=](const block_mxfp4* a, int64_t i) { return Ops::DotI8(Mxfp4ToBytes(a[i].qs), Load(b[i].qs)); },
+        out);
+  }
+  static float MXFP4(const void* w, const void* x, int64_t n) {
+    float out;
+    RowsMXFP4(w, 0, x, 1, n, &out);
+    return out;
   }
   static float Q4_0(const void* w, const void* x, int64_t n) {
     float out;

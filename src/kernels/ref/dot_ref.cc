@@ -182,6 +182,23 @@ float DotQ8_0(const void* w, const void* x, int64_t n) {
   return acc;
 }
 
+// MXFP4 in q4_0's order: the block's exact int32 sum of (2 * e2m1 value) * q, then
+// acc = fma(2^(e-128) * d_x, float(isum), acc) into one float.
+float DotMXFP4(const void* w, const void* x, int64_t n) {
+  const auto* a = static_cast<const block_mxfp4*>(w);
+  const auto* b = static_cast<const block_q8_0*>(x);
+  float acc = 0.f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int32_t sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      sumi += kMxfp4Values[a[i].qs[j] & 0x0F] * b[i].qs[j];
+      sumi += kMxfp4Values[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+    }
+    acc = std::fma(E8M0ToFp32Half(a[i].e) * H(b[i].d), static_cast<float>(sumi), acc);
+  }
+  return acc;
+}
+
 float DotQ2_K(const void* w, const void* x, int64_t n) {
   const auto* a = static_cast<const block_q2_K*>(w);
   const auto* b = static_cast<const block_q8_K*>(x);

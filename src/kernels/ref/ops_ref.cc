@@ -53,6 +53,16 @@ void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// ggml_compute_forward_swiglu_oai_f32's expression, operand for operand.
+void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], kLimit);
+    const float y = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = x / (1.f + std::exp(kAlpha * (-x))) * (y + 1.f);
+  }
+}
+
 void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

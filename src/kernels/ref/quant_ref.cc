@@ -23,6 +23,16 @@ inline int NearestInt(float f) {
 }
 
 // ---- dequantization -------------------------------------------------------------------
+void DeqMXFP4(const block_mxfp4* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const float d = E8M0ToFp32Half(x[i].e);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = kMxfp4Values[x[i].qs[j] & 0x0F] * d;
+      y[j + 16] = kMxfp4Values[x[i].qs[j] >> 4] * d;
+    }
+  }
+}
+
 void DeqQ4_0(const block_q4_0* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
     const float d = H(x[i].d);
@@ -401,13 +411,42 @@ void QuantizeActBf16(const float* x, void* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = Fp32ToBf16(x[i]);
 }
 
+// quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (so amax lands in the table's top
+// octave), then each value the nearest of the 16 codes (the first on ties, as ggml's scan).
+void QuantMXFP4(const float* x, block_mxfp4* y, int64_t nb) {
+  auto best = [](float v, float d) {
+    int idx = 0;
+    float err = std::fabs(kMxfp4Values[0] * d - v);
+    for (int k = 1; k < 16; ++k) {
+      const float e = std::fabs(kMxfp4Values[k] * d - v);
+      if (e < err) {
+        idx = k;
+        err = e;
+      }
+    }
+    return static_cast<uint8_t>(idx);
+  };
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float amax = 0.f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // Clamped to the e8m0 range (ggml casts blocks under 2^-125 to uint8 out of range).
+    const float ef = amax > 0.f ? std::floor(std::log2(amax)) - 2 + 127 : 0.f;
+    const auto e = static_cast<uint8_t>(std::clamp(ef, 0.f, 254.f));
+    const float d = E8M0ToFp32Half(e);
+    y[i].e = e;
+    for (int j = 0; j < 16; ++j) y[i].qs[j] = static_cast<uint8_t>(best(x[j], d) | (best(x[j + 16], d) << 4));
+  }
+}
+
 bool CanDequantize(DType t) {
   switch (t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ4_0:
     case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
     case DType::kQ8_1: case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K:
     case DType::kQ5_K: case DType::kQ6_K: case DType::kQ8_K: case DType::kI4G128:
-    case DType::kI4G32: case DType::kI4G64:
+    case DType::kI4G32:
+    case DType::kI4G64:
+    case DType::kMXFP4:
       return true;
     default:
       return false;
@@ -440,6 +479,9 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
     case DType::kQ5_K: DeqQ5_K(static_cast<const block_q5_K*>(src), dst, nb); break;
     case DType::kQ6_K: DeqQ6_K(static_cast<const block_q6_K*>(src), dst, nb); break;
     case DType::kQ8_K: DeqQ8_K(static_cast<const block_q8_K*>(src), dst, nb); break;
+    case DType::kMXFP4:
+      DeqMXFP4(static_cast<const block_mxfp4*>(src), dst, nb);
+      break;
     case DType::kI4G128: case DType::kI4G32: case DType::kI4G64: DequantizeRowInt4(src, dst, n, FerryInt4Group(t)); break;
     default: break;  // callers check CanDequantize
   }
@@ -450,7 +492,9 @@ bool CanQuantize(DType t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ4_0:
     case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
     case DType::kQ8_1: case DType::kQ8_K: case DType::kQ4_K: case DType::kQ6_K: case DType::kI4G128:
-    case DType::kI4G32: case DType::kI4G64:
+    case DType::kI4G32:
+    case DType::kI4G64:
+    case DType::kMXFP4:
       return true;
     default:
       return false;
@@ -472,6 +516,9 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     case DType::kQ8_K: QuantizeActQ8_K(src, dst, n); break;
     case DType::kQ4_K: QuantizeRowQ4_K(src, dst, n); break;
     case DType::kQ6_K: QuantizeRowQ6_K(src, dst, n); break;
+    case DType::kMXFP4:
+      QuantMXFP4(src, static_cast<block_mxfp4*>(dst), nb);
+      break;
     case DType::kI4G128: case DType::kI4G32: case DType::kI4G64: QuantizeRowInt4(src, dst, n, FerryInt4Group(t)); break;
     default: break;  // callers check CanQuantize
   }

@@ -45,6 +45,7 @@ float DotQ4_1(const void* w, const void* x, int64_t n);  // x: q8_1
 float DotQ5_0(const void* w, const void* x, int64_t n);  // x: q8_0
 float DotQ5_1(const void* w, const void* x, int64_t n);  // x: q8_1
 float DotQ8_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float DotMXFP4(const void* w, const void* x, int64_t n);  // x: q8_0, q4_0's float order
 float DotQ2_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ3_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float DotQ4_K(const void* w, const void* x, int64_t n);  // x: q8_K
@@ -82,6 +83,7 @@ void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
 void SoftCap(float* x, int64_t n, float cap);
+void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
 void HadamardRotate(float* x, int n_heads, int head_dim);
