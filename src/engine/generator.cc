@@ -43,12 +43,14 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
   ForwardBatch batch;
   Timer timer;
 
-  // Prefill in chunks; logits only for the last prompt token.
+  // Prefill in chunks; logits only for the last prompt token. A split head gathers of each row
+  // only what the sampler needs (ForwardBatch::logits_top_k).
+  const int32_t top_k = LogitsTopKNeeded(options.sampling);
   for (size_t start = 0; start < prompt.size(); start += static_cast<size_t>(options.n_batch)) {
     size_t end = std::min(prompt.size(), start + static_cast<size_t>(options.n_batch));
     batch.Clear();
     for (size_t i = start; i < end; ++i)
-      batch.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+      batch.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size(), top_k);
     FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool, fo));
   }
   stats.prefill_s = timer.Seconds();
@@ -78,7 +80,7 @@ StatusOr<GenerateStats> Generate(LoadedModel& lm, ThreadPool& pool, const std::v
     if (pos >= n_ctx) break;                                          // context full
     if (options.n_predict >= 0 && i + 1 >= options.n_predict) break;  // no forward for an unused token
     batch.Clear();
-    batch.Add(id, pos++, 0, true);
+    batch.Add(id, pos++, 0, true, top_k);
     FERRY_RETURN_IF_ERROR(lm.model->Forward(batch, *kv, logits.data(), &pool, fo));
   }
   if (!stops.stopped()) {

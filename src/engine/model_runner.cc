@@ -37,9 +37,13 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     // Logits at the last position to sample from it (embeddings want hidden states, none), and
     // with prompt logprobs at every prompt position but the last (each scores the next token).
     const int32_t scored_end = r.wants_prompt_logprobs() ? std::min(end, r.num_prompt_tokens - 1) : 0;
-    for (int32_t p = r.num_computed; p < end; ++p)
-      batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot,
-                 p < scored_end || (p + 1 == end && s.WantsLogits() && !r.prefill_only()));
+    const int32_t sample_top_k = s.num_draft > 0 ? 0 : SampleTopK(r);
+    for (int32_t p = r.num_computed; p < end; ++p) {
+      const bool samples = p + 1 == end && s.WantsLogits() && !r.prefill_only();
+      // Scored prompt rows need the whole row; the sampled one what its samplers need.
+      batch_.Add(r.tokens[static_cast<size_t>(p)], p, slot, p < scored_end || samples,
+                 p < scored_end ? 0 : sample_top_k);
+    }
     // Drafts follow the last real token; the target scores every one of them in this pass.
     FERRY_CHECK(s.num_draft == 0 ||
                 (s.WantsLogits() && s.num_draft <= static_cast<int32_t>(r.spec.draft.size())));
@@ -118,6 +122,16 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
         result.logprobs[i].push_back(ComputeLogprobs(row_.data(), n_vocab, token, r.options.logprobs));
   }
   return result;
+}
+
+int32_t ModelRunner::SampleTopK(const Request& r) {
+  if (r.options.logprobs >= 0) return 0;  // logprobs normalize over the whole row
+  int32_t k = LogitsTopKNeeded(r.sampler.params());
+  for (const Sampler& s : r.fork_samplers) {  // the branches sample the same row
+    const int32_t fk = LogitsTopKNeeded(s.params());
+    k = k == 0 || fk == 0 ? 0 : std::max(k, fk);
+  }
+  return k;
 }
 
 size_t ModelRunner::ScorePrompt(Request& r, int32_t num_tokens, size_t row) {

@@ -36,6 +36,10 @@ class ModelRunner {
   void LeadFollowers(StepLeader* leader) { leader_ = leader; }
 
   StatusOr<RunnerOutput> Execute(const SchedulerOutput& out);
+  // How many of the largest logits r's samplers need of its sampled row (ForwardBatch::
+  // logits_top_k; 0: the whole row, as logprobs need), so that a vocabulary-split head gathers
+  // only those. Rows with drafts and scored prompt rows are whole regardless.
+  static int32_t SampleTopK(const Request& r);
   // The work the model's sparsity options skipped, summed over every Execute.
   const SparsityStats& sparsity_stats() const { return stats_; }
 

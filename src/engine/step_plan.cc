@@ -70,6 +70,7 @@ void EncodeStepPlan(const StepPlan& p, std::vector<int32_t>* w) {
   w->insert(w->end(), b.positions.begin(), b.positions.end());
   w->insert(w->end(), b.seq_ids.begin(), b.seq_ids.end());
   w->insert(w->end(), b.want_logits.begin(), b.want_logits.end());  // one word per flag
+  for (size_t i = 0; i < b.tokens.size(); ++i) w->push_back(b.LogitsTopK(i));
   w->push_back(p.hidden ? 1 : 0);
 }
 
@@ -90,7 +91,7 @@ Status DecodeStepPlan(const std::vector<int32_t>& words, StepPlan* p) {
     t.resize(static_cast<size_t>(len));
     for (int32_t& b : t) r.Next(&b);
   }
-  if (!r.Count(&n, 4)) return Damaged("batch");
+  if (!r.Count(&n, 5)) return Damaged("batch");
   ForwardBatch& b = p->batch;
   b.Clear();
   const size_t len = static_cast<size_t>(n);
@@ -105,6 +106,11 @@ Status DecodeStepPlan(const std::vector<int32_t>& words, StepPlan* p) {
     int32_t v = 0;
     r.Next(&v);
     w = v != 0 ? 1 : 0;
+  }
+  b.logits_top_k.resize(len);
+  for (int32_t& k : b.logits_top_k) {
+    r.Next(&k);
+    if (k < 0) return Damaged("logits top-k");
   }
   int32_t hidden = 0;
   if (!r.Next(&hidden) || !r.Done()) return Damaged("trailer");

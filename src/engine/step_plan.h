@@ -1,8 +1,8 @@
 // StepPlan: what rank 0's engine tells the other ranks of a split model about one step, as
 // xFasterTransformer does: the block copies, each batch slot's block table and the flat batch
-// (token ids, positions, slots, which logits are wanted). Everything else (scheduling, the
-// block manager, sampling) stays on rank 0; the followers run the same forward on their shard
-// of the weights and of the paged KV cache (engine/follower.h).
+// (token ids, positions, slots, which logits are wanted and how many of each row's largest).
+// Everything else (scheduling, the block manager, sampling) stays on rank 0; the followers run
+// the same forward on their shard of the weights and of the paged KV cache (engine/follower.h).
 #pragma once
 
 #include <cstdint>

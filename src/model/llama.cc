@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "model/attention_sparsity.h"
 #include "model/linear.h"
+#include "model/logit_candidates.h"
 #include "model/moe.h"
 #include "model/sparse_ffn.h"
 
@@ -152,9 +155,9 @@ enum Slot : int {
   kGateUp,
   kTapped,
   kLogitsPart,
-  kLogitsAll
 };
-enum IntSlot : int { kKvSlots };
+enum IntSlot : int { kKvSlots, kRowTopK };
+enum ByteSlot : int { kLogitsSend, kLogitsAll };
 
 class LlamaModel final : public Model {
  public:
@@ -203,8 +206,14 @@ class LlamaModel final : public Model {
   // next_norm null, the add only.
   void ResidualAdd(int64_t n, float* x, float* delta, const std::vector<float>& post_norm,
                    const std::vector<float>* next_norm, float* xn) const;
-  // xn: [n_out, dim] -> logits: [n_out, n_vocab] on every rank (vocabulary split: gathered).
-  Status Head(const Pass& p, const float* xn, int64_t n_out, float* logits) const;
+  // xn: [n_out, dim] -> logits: [n_out, n_vocab] on every rank. Vocabulary split: row i is
+  // gathered whole when top_k[i] is 0, else only its top_k[i] largest (the rest -inf); the
+  // gathered bytes are added to *gathered_bytes (when not null).
+  Status Head(const Pass& p, const float* xn, int64_t n_out, const int32_t* top_k, float* logits,
+              uint64_t* gathered_bytes) const;
+  // The element-wise end of the head on rows [n_rows, width]: granite's logit scale, gemma's
+  // soft cap (before any shard picks its largest logits, so that they are the final values).
+  void FinishLogits(float* rows, int64_t n_rows, int64_t width) const;
 
   Linear token_embd_;               // [n_vocab, dim]
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
@@ -397,8 +406,11 @@ std::vector<AttentionWeightsRef> LlamaModel::AttentionRefs() const {
 
 Status LlamaModel::CheckBatch(const ForwardBatch& b, const KvCache& kv) const {
   const size_t n = b.tokens.size();
-  if (b.positions.size() != n || b.seq_ids.size() != n || b.want_logits.size() != n)
+  if (b.positions.size() != n || b.seq_ids.size() != n || b.want_logits.size() != n ||
+      (!b.logits_top_k.empty() && b.logits_top_k.size() != n))
     return InvalidArgumentError("forward batch arrays have different lengths");
+  for (int32_t k : b.logits_top_k)
+    if (k < 0) return InvalidArgumentError("a forward batch asks for the top {} logits of a row (0: all)", k);
   for (size_t i = 0; i < n; ++i) {
     if (b.tokens[i] < 0 || b.tokens[i] >= config_.n_vocab)
       return InvalidArgumentError("token id {} is outside the vocabulary [0, {})", b.tokens[i],
@@ -760,19 +772,17 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     for (int64_t i = 0; i < n; ++i)
       kernels::RmsNorm(x + i * dim, output_norm_.data(), options.hidden + i * dim, dim, c.rms_eps);
   int64_t n_out = 0;
+  int32_t* top_k = p.s.layer.Ints(kRowTopK, n);  // [n_out] what each logits row needs
   for (int64_t i = 0; i < n; ++i) {
     if (!b.want_logits[static_cast<size_t>(i)]) continue;
+    top_k[n_out] = b.LogitsTopK(static_cast<size_t>(i));
     if (options.hidden)
       std::copy_n(options.hidden + i * dim, dim, xn + n_out * dim);
     else
       kernels::RmsNorm(x + i * dim, output_norm_.data(), xn + n_out * dim, dim, c.rms_eps);
     ++n_out;
   }
-  if (n_out > 0) FERRY_RETURN_IF_ERROR(Head(p, xn, n_out, logits));
-  // granite divides the logits, as llama.cpp does: times the float reciprocal.
-  if (n_out > 0 && c.logit_scale != 0.0f) ScaleInPlace(logits, n_out * c.n_vocab, 1.0f / c.logit_scale);
-  if (n_out > 0 && c.final_softcap > 0.0f)
-    SoftCapInPlace(logits, n_out * c.n_vocab, c.final_softcap);  // gemma
+  if (n_out > 0) FERRY_RETURN_IF_ERROR(Head(p, xn, n_out, top_k, logits, options.logits_gathered_bytes));
   if (n_out > 0 && n_stages > 1)
     FERRY_RETURN_IF_ERROR(
         par_.pp->Broadcast(logits, static_cast<size_t>(n_out * c.n_vocab) * sizeof(float), n_stages - 1));
@@ -780,27 +790,92 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   return Status::Ok();
 }
 
-Status LlamaModel::Head(const Pass& p, const float* xn, int64_t n_out, float* logits) const {
+void LlamaModel::FinishLogits(float* rows, int64_t n_rows, int64_t width) const {
+  // granite divides the logits, as llama.cpp does: times the float reciprocal.
+  if (config_.logit_scale != 0.0f) ScaleInPlace(rows, n_rows * width, 1.0f / config_.logit_scale);
+  if (config_.final_softcap > 0.0f) SoftCapInPlace(rows, n_rows * width, config_.final_softcap);  // gemma
+}
+
+Status LlamaModel::Head(const Pass& p, const float* xn, int64_t n_out, const int32_t* top_k, float* logits,
+                        uint64_t* gathered_bytes) const {
   const int n_ranks = par_.tp_size();
   if (n_ranks == 1) {
     output_.Apply(xn, n_out, logits, p.pool);
+    FinishLogits(logits, n_out, config_.n_vocab);
     return Status::Ok();
   }
-  // Every rank computes its vocabulary rows, then all of them are gathered (rank 0 samples
-  // from full logits; so does every rank, which keeps the ranks' token streams identical).
-  const int64_t n_vocab = config_.n_vocab;
-  float* part = p.s.layer.Floats(kLogitsPart, n_out * shard_.n_vocab);  // [n_out, this rank's vocab]
+  // Every rank computes its vocabulary rows; what sampling needs of them is gathered to every
+  // rank (rank 0 samples; so does every rank of run/bench, which keeps their token streams
+  // identical): a whole row for a row with top_k 0, else the shard's top_k largest logits.
+  const int64_t n_vocab = config_.n_vocab, nv = shard_.n_vocab;
+  float* part = p.s.layer.Floats(kLogitsPart, n_out * nv);  // [n_out, this rank's vocab]
   output_.Apply(xn, n_out, part, p.pool);
+  FinishLogits(part, n_out, nv);
+  // A rank's message: its shard of every whole row, in row order, then its candidates of every
+  // reduced row, in row order ([ShardCandidateCount(top_k, shard vocab)] each).
+  auto message_bytes = [&](int64_t shard_vocab) {
+    size_t bytes = 0;
+    for (int64_t i = 0; i < n_out; ++i)
+      bytes += top_k[i] == 0
+                   ? static_cast<size_t>(shard_vocab) * sizeof(float)
+                   : static_cast<size_t>(ShardCandidateCount(top_k[i], shard_vocab)) * sizeof(LogitCandidate);
+    return bytes;
+  };
   std::vector<size_t> counts;
-  for (int r = 0; r < n_ranks; ++r)
-    counts.push_back(static_cast<size_t>(n_out * (vocab_split_[r + 1] - vocab_split_[r])) * sizeof(float));
-  float* all =
-      p.s.layer.Floats(kLogitsAll, n_out * n_vocab);  // rank 0's [n_out, its vocab], then rank 1's, ...
-  FERRY_RETURN_IF_ERROR(par_.tp->AllGatherV(part, counts, all));
+  size_t total = 0;
   for (int r = 0; r < n_ranks; ++r) {
-    const int64_t v0 = vocab_split_[r], nv = vocab_split_[r + 1] - v0;
-    const float* src = all + n_out * v0;
-    for (int64_t i = 0; i < n_out; ++i) std::copy_n(src + i * nv, nv, logits + i * n_vocab + v0);
+    counts.push_back(message_bytes(vocab_split_[r + 1] - vocab_split_[r]));
+    total += counts.back();
+  }
+  const int rank = par_.tp_rank();
+  const bool all_whole = std::all_of(top_k, top_k + n_out, [](int32_t k) { return k == 0; });
+  // Only whole rows (logprobs, perplexity): the message is `part` as it is.
+  uint8_t* send = all_whole
+                      ? reinterpret_cast<uint8_t*>(part)
+                      : p.s.layer.Bytes(kLogitsSend, static_cast<int64_t>(counts[static_cast<size_t>(rank)]));
+  uint8_t* at = send;
+  for (int64_t i = 0; i < n_out && !all_whole; ++i)
+    if (top_k[i] == 0) {
+      std::memcpy(at, part + i * nv, static_cast<size_t>(nv) * sizeof(float));
+      at += static_cast<size_t>(nv) * sizeof(float);
+    }
+  for (int64_t i = 0; i < n_out; ++i)
+    if (top_k[i] > 0) {
+      LogitCandidate* c = reinterpret_cast<LogitCandidate*>(at);
+      ShardTopK(part + i * nv, nv, shard_.vocab0, top_k[i], c);
+      at += static_cast<size_t>(ShardCandidateCount(top_k[i], nv)) * sizeof(LogitCandidate);
+    }
+  uint8_t* all =
+      p.s.layer.Bytes(kLogitsAll, static_cast<int64_t>(total));  // rank 0's message, then rank 1's, ...
+  FERRY_RETURN_IF_ERROR(par_.tp->AllGatherV(send, counts, all));
+  if (gathered_bytes) *gathered_bytes += total;
+  // Unpack each rank's message in rank order: whole rows into place, candidates merged.
+  std::vector<std::span<const LogitCandidate>> shards(static_cast<size_t>(n_ranks));
+  std::vector<const uint8_t*> reduced(static_cast<size_t>(n_ranks));  // each rank's next candidates
+  const uint8_t* msg = all;
+  for (int r = 0; r < n_ranks; ++r) {
+    const int64_t v0 = vocab_split_[r], rv = vocab_split_[r + 1] - v0;
+    const uint8_t* q = msg;
+    for (int64_t i = 0; i < n_out; ++i)
+      if (top_k[i] == 0) {
+        std::memcpy(logits + i * n_vocab + v0, q, static_cast<size_t>(rv) * sizeof(float));
+        q += static_cast<size_t>(rv) * sizeof(float);
+      }
+    reduced[static_cast<size_t>(r)] = q;
+    msg += counts[static_cast<size_t>(r)];
+  }
+  std::vector<LogitCandidate> merged;
+  for (int64_t i = 0; i < n_out; ++i) {
+    if (top_k[i] == 0) continue;
+    for (int r = 0; r < n_ranks; ++r) {
+      const size_t m =
+          static_cast<size_t>(ShardCandidateCount(top_k[i], vocab_split_[r + 1] - vocab_split_[r]));
+      const uint8_t*& q = reduced[static_cast<size_t>(r)];
+      shards[static_cast<size_t>(r)] = {reinterpret_cast<const LogitCandidate*>(q), m};
+      q += m * sizeof(LogitCandidate);
+    }
+    MergeShardCandidates(shards, top_k[i], &merged);
+    ScatterCandidates(merged, logits + i * n_vocab, n_vocab);
   }
   return Status::Ok();
 }

@@ -30,6 +30,10 @@ struct ForwardOptions {
   // [batch.size(), dim] when set: every token's final hidden state (after the output norm,
   // before the LM head), for embeddings. Only models whose WritesHidden() is true fill it.
   float* hidden = nullptr;
+  // Vocabulary split over tensor ranks: the bytes the output head's all-gather assembles on this
+  // rank (every rank's whole rows and top-k candidates, its own included; ForwardBatch::
+  // logits_top_k) are added here.
+  uint64_t* logits_gathered_bytes = nullptr;
 };
 
 class Model {
@@ -72,7 +76,8 @@ struct ModelOptions {
   SparsityOptions sparsity = {};  // run-time sparsity (model/sparsity_options.h); default exact
   // Tensor/pipeline split over processes (model/parallel.h); default: the whole model here.
   // Split, config() reports this rank's share: n_heads, n_kv_heads (what its KV cache holds)
-  // and ffn_dim are the shard's, and Forward still returns full logits on every rank.
+  // and ffn_dim are the shard's, and Forward still returns the logits on every rank (whole rows,
+  // or the largest ones where ForwardBatch::logits_top_k asks for only those).
   ParallelLayout parallel = {};
 };
 

@@ -17,6 +17,15 @@ int32_t ArgMax(const float* logits, int32_t n) {
   return best;
 }
 
+int32_t LogitsTopKNeeded(const SamplingParams& p) {
+  const bool repeat = p.repeat_penalty != 1.0f && p.repeat_last_n != 0;
+  const bool openai = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  // Each can lift a token from outside the K largest raw logits (or ban one inside them).
+  if (p.constraint || !p.constraints.empty() || repeat || openai) return 0;
+  if (p.temperature <= 0.0f) return 1;
+  return p.top_k > 0 && p.top_k <= kMaxGatheredTopK ? p.top_k : 0;
+}
+
 namespace {
 
 uint64_t ResolveSeed(uint64_t seed) {

@@ -88,6 +88,15 @@ class Sampler {
   std::vector<double> weights_;                        // [candidates_.size()] scratch
 };
 
+// The most logits a split output head gathers per row instead of the whole row (a larger
+// top_k gathers the row: its candidates would cost about as much).
+constexpr int32_t kMaxGatheredTopK = 128;
+// How many of a row's largest logits Sample needs to choose exactly as from the whole row
+// (ForwardBatch::logits_top_k): 1 greedy, top_k for top-k sampling with top_k <= kMaxGatheredTopK
+// (top-p, min-p and temperature act on those only); 0, the whole row, when a grammar, logit
+// constraints or penalties can change which tokens are largest, or without such a top_k.
+int32_t LogitsTopKNeeded(const SamplingParams& params);
+
 // Index of the largest logit (first on ties), the greedy choice.
 int32_t ArgMax(const float* logits, int32_t n);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The CLI under mpirun: `ferry run --tensor-parallel 2` prints what one process prints; a layout
-# that does not match -np fails on every rank; a killed or stopped rank ends the job with an
-# error within the --comm-timeout bound instead of hanging.
+# The CLI under mpirun: `ferry run --tensor-parallel 2` prints what one process prints (greedy and
+# top-k sampled); a layout that does not match -np fails on every rank; a killed or stopped rank
+# ends the job with an error within the --comm-timeout bound instead of hanging.
 # Usage: mpi_cli_test.sh MPIEXEC FERRY SOURCE_DIR CASE   (CASE: equal | mismatch | killed | stopped)
 # The assets: $FERRY_ASSETS, else SOURCE_DIR/../shared/assets (as the C++ tests find them).
 set -uo pipefail
@@ -39,6 +39,12 @@ hit_rank() {
 
 case $case in
   equal)
+    # Top-k sampled with a seed: the split head gathers each rank's top 40 only (greedy below:
+    # its argmax); the text must still be the one process's.
+    args=(run -m "$model" -p "Once upon a time" -n 60 --temp 0.8 --top-k 40 --seed 7 -t 1)
+    "$ferry" "${args[@]}" >"$out/one" 2>/dev/null || fail "one process failed (sampled)"
+    mpirun -np 2 "$ferry" "${args[@]}" --tensor-parallel 2 >"$out/tp2" 2>/dev/null || fail "tp2 failed (sampled)"
+    [ "$(cat "$out/one")" = "$(cat "$out/tp2")" ] || fail "tensor-parallel sampled output differs"
     args=(run -m "$model" -p "Once upon a time" -n 60 --temp 0 -t 1)
     "$ferry" "${args[@]}" >"$out/one" 2>/dev/null || fail "one process failed"
     mpirun -np 2 "$ferry" "${args[@]}" --tensor-parallel 2 >"$out/tp2" 2>"$out/tp2.err" || fail "tp2 failed"

@@ -3,7 +3,8 @@
 // the same requests through an engine over the whole model on rank 0 alone and through the
 // split one, and the outputs must agree token for token: the mixed-prompt batch (greedy,
 // stories260K) plain, with chunked prefill, under preemption and with static batches; prefix
-// caching; n > 1 forks sampling on copied-on-write blocks; prompt-lookup speculation.
+// caching; n > 1 forks sampling on copied-on-write blocks; prompt-lookup speculation; greedy,
+// top-k sampled and logprobs requests in one batch (the head's reduced gather).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "engine/engine_run.h"
 #include "engine/follower.h"
 #include "engine/loaded_model.h"
+#include "engine/model_runner.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -163,6 +165,66 @@ TEST_F(SplitEngineTest, PrefixCacheHitsForksAndSpeculationEqualOneProcess) {
     EXPECT_EQ(split_spec.tokens, whole_spec.tokens);
     EXPECT_GT(split_spec.stats.spec_draft_tokens, 0);
   }
+}
+
+TEST_F(SplitEngineTest, SampledAndLogprobsRequestsEqualOneProcess) {
+  // The mixed batch with every kind of logits row at once: greedy (the head gathers each rank's
+  // argmax), top-k sampled (each rank's top 40 / top 5), no top-k and logprobs (whole rows).
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> opts;
+  Mixed(prompts, opts);
+  for (size_t i = 0; i < opts.size(); ++i) {
+    SamplingParams& s = opts[i].sampling;  // greedy (from Mixed) unless changed here
+    const SamplingParams defaults;         // top-k 40, top-p 0.95, min-p 0.05, temperature 0.8
+    if (i % 4 == 1 || i == 7) s = defaults;
+    if (i % 4 == 2) {
+      s.temperature = 1.2f;
+      s.top_k = i == 14 ? 0 : 5;  // 14: sampled over the whole row
+    }
+    if (i % 4 == 3) opts[i].logprobs = 3;  // 3 and 11 greedy, 7 top-k sampled, 15 the whole row
+    if (i == 15) {
+      s = defaults;
+      s.top_k = 0;
+    }
+    s.seed = 1000 + i;
+  }
+  auto [whole, split] = RunBoth(Config(), prompts, opts);
+  if (!Leader()) return;
+  ASSERT_EQ(whole.tokens.size(), prompts.size());
+  EXPECT_EQ(split.tokens, whole.tokens);
+  for (size_t i = 3; i < prompts.size(); i += 4) {
+    const auto& want = whole.logprobs[K(static_cast<RequestId>(i), 0)];
+    const auto& got = split.logprobs[K(static_cast<RequestId>(i), 0)];
+    ASSERT_EQ(got.size(), static_cast<size_t>(opts[i].max_tokens)) << i;
+    ASSERT_EQ(got.size(), want.size()) << i;
+    for (size_t t = 0; t < want.size(); ++t) {
+      // Normalized over the whole row: a row reduced to its top K would put the sampled token's
+      // logprob near 0 and cut the alternatives' mass. Split rounding is about 1e-5.
+      EXPECT_NEAR(got[t].logprob, want[t].logprob, 1e-3) << i << " " << t;
+      EXPECT_EQ(got[t].rank, want[t].rank) << i << " " << t;
+      ASSERT_EQ(got[t].top.size(), 3u);
+      for (size_t a = 0; a < 3; ++a) EXPECT_NEAR(got[t].top[a].logprob, want[t].top[a].logprob, 1e-3);
+    }
+  }
+}
+
+TEST(ModelRunnerSampleTopK, AskForWhatTheSamplersNeed) {
+  auto need = [](const RequestOptions& o, std::vector<SamplingParams> forks = {}) {
+    Request r(0, 0, {1, 2, 3}, o, Sampler(o.sampling, 512));
+    for (const SamplingParams& f : forks) r.fork_samplers.emplace_back(f, 512);
+    return ModelRunner::SampleTopK(r);
+  };
+  RequestOptions o = testing::GreedyOptions(4);
+  EXPECT_EQ(need(o), 1);
+  o.logprobs = 0;  // logprobs normalize over the whole row
+  EXPECT_EQ(need(o), 0);
+  o = RequestOptions{};
+  EXPECT_EQ(need(o), 40);  // top-k 40 sampling
+  SamplingParams wide, whole;
+  wide.top_k = 100;
+  whole.top_k = 0;
+  EXPECT_EQ(need(o, {wide}), 100);  // the branches share the row: the widest need
+  EXPECT_EQ(need(o, {wide, whole}), 0);
 }
 
 TEST_F(SplitEngineTest, WhatOnlyRankZeroWouldKnowIsRefused) {

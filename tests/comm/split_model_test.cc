@@ -1,10 +1,11 @@
 // A model split over MPI ranks computes what one process computes: run by ctest under mpirun
 // as T=2, P=2 and T=2 x P=2 (--tp=T --pp=P). Each rank loads the trained stories260K twice, whole
 // and split, and compares greedy generation token for token, the logits of every step, and
-// perplexity. Tolerance: the split sums a layer's output as per-rank partial dot products, so
-// logits differ from the whole model's by rounding only: each step's largest difference within
-// 1e-4 of that step's largest |logit| (measured: 3.2e-5 at T=2; a wrong head, column range or a
-// missing reduction is off by O(1)).
+// perplexity; and greedy and top-k sampling from the head's reduced gather (each rank's argmax
+// or top K instead of the row) against sampling from whole rows. Tolerance: the split sums a
+// layer's output as per-rank partial dot products, so logits differ from the whole model's by
+// rounding only: each step's largest difference within 1e-4 of that step's largest |logit|
+// (measured: 3.2e-5 at T=2; a wrong head, column range or a missing reduction is off by O(1)).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "comm/process_groups.h"
@@ -19,6 +21,8 @@
 #include "engine/loaded_model.h"
 #include "engine/perplexity.h"
 #include "model/kv_cache.h"
+#include "model/logit_candidates.h"
+#include "sampling/sampler.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -92,6 +96,113 @@ TEST(SplitModel, GreedyGenerationAndLogitsMatchOneProcess) {
   EXPECT_LE(worst, kLogitTolerance);
   std::printf("tp %d pp %d: largest logit difference %.3g of the step's largest |logit| over %zu steps\n",
               g_tp, g_pp, worst, want.logits.size());
+}
+
+// n tokens sampled after the prompt, each row asking the head for what the sampler needs
+// (reduced) or for the whole row; *gathered: the head's gathered bytes per decode step.
+std::vector<int32_t> RunSampled(const Model& m, const std::vector<int32_t>& prompt, int n,
+                                const SamplingParams& params, bool reduced, ThreadPool& pool,
+                                uint64_t* gathered) {
+  const ModelConfig& c = m.config();
+  auto kv = ContiguousKvCache::Create(c.n_layers, 1, 256, c.n_kv_heads, c.head_dim);
+  EXPECT_TRUE(kv.ok());
+  const int32_t top_k = reduced ? LogitsTopKNeeded(params) : 0;
+  Sampler sampler(params, c.n_vocab);
+  std::vector<int32_t> history = prompt, out;
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+  ForwardBatch b;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    b.Add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size(), top_k);
+  ForwardOptions fo;
+  uint64_t bytes = 0;
+  for (int step = 0; step < n; ++step) {
+    fo.logits_gathered_bytes = step > 0 ? &bytes : nullptr;  // decode steps only
+    Status s = m.Forward(b, *kv, logits.data(), &pool, fo);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    const int32_t next = sampler.Sample(logits.data(), history);
+    out.push_back(next);
+    history.push_back(next);
+    b.Clear();
+    b.Add(next, static_cast<int32_t>(history.size()) - 1, 0, true, top_k);
+  }
+  *gathered = n > 1 ? bytes / static_cast<uint64_t>(n - 1) : 0;
+  return out;
+}
+
+TEST(SplitModel, ReducedHeadGatherSamplesWhatTheWholeRowSamples) {
+  FERRY_REQUIRE_ASSET(kModel);
+  auto whole = Load(false);
+  auto split = Load(true);
+  ASSERT_TRUE(whole.ok() && split.ok());
+  ThreadPool pool(1);
+  const std::vector<int32_t> prompt = whole->tokenizer->Encode("The little dog ran", true, false);
+  const int64_t n_vocab = whole->model->config().n_vocab, shard = n_vocab / g_tp;
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  SamplingParams top_k;  // the defaults: top-k 40, top-p 0.95, min-p 0.05, temperature 0.8
+  top_k.seed = 1234;
+  constexpr int kTokens = 16;  // three runs of each: ranks oversubscribed, CI time is short
+  for (const SamplingParams& params : {greedy, top_k}) {
+    uint64_t one = 0, full = 0, reduced = 0;
+    const std::vector<int32_t> want = RunSampled(*whole->model, prompt, kTokens, params, false, pool, &one);
+    const std::vector<int32_t> got_full =
+        RunSampled(*split->model, prompt, kTokens, params, false, pool, &full);
+    const std::vector<int32_t> got = RunSampled(*split->model, prompt, kTokens, params, true, pool, &reduced);
+    EXPECT_EQ(got, got_full) << "top_k " << LogitsTopKNeeded(params);
+    EXPECT_EQ(got, want) << "top_k " << LogitsTopKNeeded(params);
+    EXPECT_EQ(one, 0u);  // one process gathers nothing
+    // The last stage's tensor ranks gather every rank's shard of the row, or its top K
+    // (logit, token) pairs.
+    if (g_tp > 1 && g_groups->pp->rank() == g_pp - 1) {
+      EXPECT_EQ(full, static_cast<uint64_t>(n_vocab) * sizeof(float));
+      EXPECT_EQ(reduced, static_cast<uint64_t>(g_tp * std::min<int64_t>(LogitsTopKNeeded(params), shard)) *
+                             sizeof(LogitCandidate));
+    }
+  }
+}
+
+TEST(SplitModel, EachRowOfABatchGetsWhatItAsksFor) {
+  // Three sequences in one batch: a whole row (logprobs), the argmax only, the top 40.
+  FERRY_REQUIRE_ASSET(kModel);
+  auto split = Load(true);
+  ASSERT_TRUE(split.ok());
+  const ModelConfig& c = split->model->config();
+  ThreadPool pool(1);
+  const std::vector<int32_t> need = {0, 1, 40};
+  std::vector<std::vector<float>> rows[2];  // [asking for whole rows, asking for `need`][seq][n_vocab]
+  for (int reduced = 0; reduced < 2; ++reduced) {
+    auto kv = ContiguousKvCache::Create(c.n_layers, 3, 64, c.n_kv_heads, c.head_dim);
+    ASSERT_TRUE(kv.ok());
+    ForwardBatch b;
+    for (int32_t seq = 0; seq < 3; ++seq) {
+      std::vector<int32_t> p = {1};  // BOS, then 4..10 tokens that vary with the sequence
+      for (int32_t i = 1; i < 5 + 3 * seq; ++i) p.push_back(3 + (i * 37 + seq * 101) % 500);
+      for (size_t i = 0; i < p.size(); ++i)
+        b.Add(p[i], static_cast<int32_t>(i), seq, i + 1 == p.size(),
+              reduced ? need[static_cast<size_t>(seq)] : 0);
+    }
+    std::vector<float> logits(3 * static_cast<size_t>(c.n_vocab));
+    ASSERT_TRUE(split->model->Forward(b, *kv, logits.data(), &pool).ok());
+    for (size_t seq = 0; seq < 3; ++seq)
+      rows[reduced].emplace_back(logits.begin() + static_cast<std::ptrdiff_t>(seq * c.n_vocab),
+                                 logits.begin() + static_cast<std::ptrdiff_t>((seq + 1) * c.n_vocab));
+  }
+  EXPECT_EQ(rows[1][0], rows[0][0]);  // the whole row, bit for bit
+  for (size_t seq = 1; seq < 3; ++seq) {
+    if (g_tp == 1) {  // no vocabulary split: the head computes the whole row anyway
+      EXPECT_EQ(rows[1][seq], rows[0][seq]);
+      continue;
+    }
+    // The row's K largest (larger logit, then lower token) keep their values; the rest is -inf.
+    const std::vector<float>& row = rows[0][seq];
+    std::vector<int32_t> order(row.size());
+    for (size_t v = 0; v < order.size(); ++v) order[v] = static_cast<int32_t>(v);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    std::vector<float> want(row.size(), -std::numeric_limits<float>::infinity());
+    for (int32_t j = 0; j < need[seq]; ++j) want[order[j]] = row[order[j]];
+    EXPECT_EQ(rows[1][seq], want) << "top " << need[seq];
+  }
 }
 
 TEST(SplitModel, PerplexityMatchesOneProcess) {

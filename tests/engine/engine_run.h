@@ -18,6 +18,7 @@ struct EngineRun {
   std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;  // per (id, branch)
   std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;       // of finished branches
   std::map<std::pair<RequestId, int32_t>, std::string> finish_reason;   // of finished branches
+  std::map<std::pair<RequestId, int32_t>, std::vector<TokenLogprobs>> logprobs;  // with options.logprobs
   EngineStats stats;
   SparsityStats sparsity;     // what the engine's sparsity options skipped
   int requests_finished = 0;  // outputs with request_finished
@@ -44,6 +45,8 @@ inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig
     for (const RequestOutput& o : *outs) {
       auto& t = run.tokens[{o.id, o.branch}];
       t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+      auto& lp = run.logprobs[{o.id, o.branch}];
+      lp.insert(lp.end(), o.logprobs.begin(), o.logprobs.end());
       if (o.finished) {
         run.metrics[{o.id, o.branch}] = o.metrics;
         run.finish_reason[{o.id, o.branch}] = o.finish_reason;

@@ -36,8 +36,8 @@ TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
   p.block_copies = {{3, 7}, {1, 2}};
   p.block_tables = {{4, 5, 6}, {}, {9}};
   p.batch.Add(11, 0, 0, false);
-  p.batch.Add(12, 1, 0, true);
-  p.batch.Add(13, 5, 2, true);
+  p.batch.Add(12, 1, 0, true, 1);  // greedy: the argmax only
+  p.batch.Add(13, 5, 2, true);     // the whole row
   p.hidden = true;
   std::vector<int32_t> words;
   EncodeStepPlan(p, &words);
@@ -49,6 +49,7 @@ TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
   EXPECT_EQ(q.batch.positions, p.batch.positions);
   EXPECT_EQ(q.batch.seq_ids, p.batch.seq_ids);
   EXPECT_EQ(q.batch.want_logits, p.batch.want_logits);
+  EXPECT_EQ(q.batch.logits_top_k, (std::vector<int32_t>{0, 1, 0}));
   EXPECT_TRUE(q.hidden);
   for (size_t cut = 0; cut < words.size(); ++cut) {  // every truncation
     std::vector<int32_t> w(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(cut));
@@ -57,6 +58,9 @@ TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
   std::vector<int32_t> huge = words;
   huge[0] = 1 << 30;  // a count far beyond the words left
   EXPECT_FALSE(DecodeStepPlan(huge, &q).ok());
+  std::vector<int32_t> negative = words;
+  negative[negative.size() - 2] = -1;  // the last token's top-k (the hidden flag follows)
+  EXPECT_FALSE(DecodeStepPlan(negative, &q).ok());
 }
 
 }  // namespace

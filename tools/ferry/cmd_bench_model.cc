@@ -1,6 +1,7 @@
 // `ferry bench -m PATH [-p 512 -n 128 -r 3 -t T] [--json]`: llama-bench-style model speed.
 // Prefill: one sequence of P random tokens in batches of up to --batch tokens (logits for the
-// last token only); decode: N single-token steps after it (logits every step). Each is timed R
+// last token only); decode: N single-token steps after it (logits every step: the whole row, or
+// with --logits-top-k K the K largest, all a split head then gathers). Each is timed R
 // times (after one warm-up) and reported as mean +/- sd tok/s. In the same run the machine's
 // read bandwidth is measured with the same thread count (kernels::MeasureReadBandwidth), and
 // decode efficiency = bytes read per decoded token (weights + the KV cache up to that token)
@@ -29,6 +30,7 @@
 #include "kernels/kernels.h"
 #include "model/kv_budget_cache.h"
 #include "parallel_flags.h"
+#include "sampling/sampler.h"
 
 namespace ferry::cli {
 namespace {
@@ -45,6 +47,7 @@ struct BenchOpts {
   SparsityFlags sparsity;
   KvCacheFlags kv_cache;
   ParallelFlags parallel;
+  int logits_top_k = 0;  // each decode row's need (ForwardBatch::logits_top_k); 0: the whole row
 };
 
 struct MeanSd {
@@ -100,14 +103,16 @@ StatusOr<double> Prefill(const Model& m, KvCache& kv, const std::vector<int32_t>
   return timer.Seconds();
 }
 
-// Decode N tokens of sequence 0 at positions pos0.. (one token per forward); returns seconds.
+// Decode N tokens of sequence 0 at positions pos0.. (one token per forward, each asking for its
+// top_k largest logits, 0: the whole row); returns seconds.
 StatusOr<double> Decode(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int pos0,
-                        std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo) {
+                        std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo,
+                        int32_t top_k) {
   Timer timer;
   ForwardBatch b;
   for (size_t i = 0; i < toks.size(); ++i) {
     b.Clear();
-    b.Add(toks[i], pos0 + static_cast<int32_t>(i), 0, true);
+    b.Add(toks[i], pos0 + static_cast<int32_t>(i), 0, true, top_k);
     FERRY_RETURN_IF_ERROR(m.Forward(b, kv, logits.data(), &pool, fo));
   }
   return timer.Seconds();
@@ -193,6 +198,7 @@ int RunModelBench(const BenchOpts& o) {
     if (!s.ok()) return par->Fail(s.status());
   }
   double decode_s = 0, decode_comm_s = 0;  // over every timed decode step
+  uint64_t decode_gathered = 0;            // the head's gathered bytes, over every timed decode step
   // One collective alone: the all-reduce of a decode step's [dim] f32 partials (after W_o and down).
   double allreduce_s = 0;
   if (par->split()) {
@@ -218,7 +224,9 @@ int RunModelBench(const BenchOpts& o) {
     }
     if (o.n_gen > 0) {
       const double comm0 = par->comm_seconds();
-      auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool, fo);
+      fo.logits_gathered_bytes = &decode_gathered;
+      auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool, fo, o.logits_top_k);
+      fo.logits_gathered_bytes = nullptr;
       if (!s.ok()) return par->Fail(s.status());
       tg.push_back(o.n_gen / *s);
       decode_s += *s;
@@ -272,6 +280,7 @@ int RunModelBench(const BenchOpts& o) {
   const double steps = static_cast<double>(o.reps) * o.n_gen;
   const double comm_s = steps > 0 ? decode_comm_s / steps : 0.0;
   const double comm_share = decode_s > 0 ? decode_comm_s / decode_s : 0.0;
+  const double gathered = steps > 0 ? static_cast<double>(decode_gathered) / steps : 0.0;
   if (!par->root()) return 0;  // every rank ran the same steps; rank 0 reports
 
   if (o.json) {
@@ -301,7 +310,9 @@ int RunModelBench(const BenchOpts& o) {
                         {"pipeline_parallel", o.parallel.pipeline_parallel},
                         {"comm_s", comm_s},
                         {"allreduce_s", allreduce_s},
-                        {"comm_share", comm_share}};
+                        {"comm_share", comm_share},
+                        {"logits_top_k", o.logits_top_k},
+                        {"logits_gather_bytes", gathered}};
     if (!spec_tps.empty()) {
       j["spec_method"] = spec_method;
       j["spec_tokens"] = sc.num_tokens;
@@ -350,9 +361,10 @@ int RunModelBench(const BenchOpts& o) {
     if (par->split())
       std::printf(
           "ranks: tensor-parallel %d x pipeline-parallel %d; communication (rank 0) %.3f ms per decode step, "
-          "%.1f%% of a step (comm_s %.6f); one all-reduce of %d f32 over all %d ranks alone: %.1f us\n",
+          "%.1f%% of a step (comm_s %.6f); one all-reduce of %d f32 over all %d ranks alone: %.1f us; "
+          "output head gathers %.0f bytes per decode step (--logits-top-k %d)\n",
           o.parallel.tensor_parallel, o.parallel.pipeline_parallel, comm_s * 1e3, comm_share * 100, comm_s,
-          c.dim, par->groups.world->size(), allreduce_s * 1e6);
+          c.dim, par->groups.world->size(), allreduce_s * 1e6, gathered, o.logits_top_k);
   }
   std::fflush(stdout);
   return 0;
@@ -380,6 +392,14 @@ Runner AddBenchModelOptions(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::Range(16, 65536));
   bench.add_flag("--json", o->json, "one JSON object per line");
+  bench
+      .add_option(
+          "--logits-top-k", o->logits_top_k,
+          "decode steps need only each row's K largest logits (1: greedy, 40: top-k 40 sampling), so "
+          "a --tensor-parallel head gathers K candidates per rank instead of the row; 0: the whole row, "
+          "as logprobs need")
+      ->capture_default_str()
+      ->check(CLI::Range(0, static_cast<int>(kMaxGatheredTopK)));
   o->parallel.Add(&bench);
   bench.add_flag("--no-repack", o->no_repack,
                  "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
