@@ -15,16 +15,6 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
     return InvalidArgumentError("--max-batch-tokens must be positive");
   if (config.scheduler.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
   FERRY_RETURN_IF_ERROR(CheckKvCacheTypes(config.kv_types, mc.head_dim));  // before sizing blocks in them
-  int64_t num_blocks = config.num_blocks;
-  if (num_blocks <= 0)
-    num_blocks = static_cast<int64_t>(config.kv_cache_bytes /
-                                      PagedKvCache::BlockBytes(mc.n_layers, config.block_size, mc.n_kv_heads, mc.head_dim,
-                                                               config.kv_types));
-  if (num_blocks <= 0)
-    return InvalidArgumentError(
-        "the KV cache memory ({} bytes) holds no {}-token block; raise --kv-cache-memory",
-        config.kv_cache_bytes, config.block_size);
-  if (num_blocks > (int64_t{1} << 30)) return InvalidArgumentError("too many KV blocks ({})", num_blocks);
 
   std::optional<KvBudgetConfig> budget = config.kv_budget;
   if (!budget) {
@@ -75,18 +65,44 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
       return InvalidArgumentError("the follower heartbeat must be positive seconds (got {})",
                                   config.follower_heartbeat_s);
   }
+  if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
+  // Sliding layers in KV groups of their own, whose blocks go back as they leave the window.
+  // Not over split ranks (the followers' step plan carries one table per slot), with tiers (a
+  // tier's bytes are a block of every layer) or a KV budget (which sliding models refuse).
+  KvGroupLayout groups = KvGroupLayout::Single(mc.n_layers);
+  if (config.free_sliding_window_blocks && !leads && !config.prefix_tiers.enabled() && !budget)
+    groups = KvGroupLayout::ForModel(mc, sc.max_seq_len);
+  else if (KvGroupLayout::ForModel(mc, sc.max_seq_len).num_groups() > 1)
+    Log(LogLevel::kInfo, "{}: the sliding-window layers keep every KV block (not only the window) with {}",
+        mc.arch,
+        leads                           ? "--tensor-parallel"
+        : config.prefix_tiers.enabled() ? "--prefix-cache-ram/--prefix-cache-dir"
+        : budget                        ? "a KV budget"
+                                        : "freeing turned off");
+  const size_t block_bytes = PagedKvCache::BlockBytes(groups.layers_per_group, config.block_size,
+                                                      mc.n_kv_heads, mc.head_dim, config.kv_types);
+  int64_t num_blocks = config.num_blocks;
+  if (num_blocks <= 0) num_blocks = static_cast<int64_t>(config.kv_cache_bytes / block_bytes);
+  if (num_blocks <= 0)
+    return InvalidArgumentError(
+        "the KV cache memory ({} bytes) holds no {}-token block; raise --kv-cache-memory",
+        config.kv_cache_bytes, config.block_size);
+  if (num_blocks > (int64_t{1} << 30)) return InvalidArgumentError("too many KV blocks ({})", num_blocks);
+
   std::unique_ptr<EngineCore> e(new EngineCore());
   e->model_ = &model;
   e->tok_ = tokenizer;
-  if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
-  FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
-                         PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size,
-                                              mc.n_kv_heads, mc.head_dim, sc.max_num_seqs, sc.max_seq_len,
-                                              config.kv_types));
+  e->kv_block_bytes_ = block_bytes;
+  const std::vector<int32_t> group_windows = groups.windows;
+  const int64_t layers_per_block = groups.layers_per_group;
+  FERRY_ASSIGN_OR_RETURN(
+      PagedKvCache cache,
+      PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size, mc.n_kv_heads,
+                           mc.head_dim, sc.max_num_seqs, sc.max_seq_len, config.kv_types, std::move(groups)));
   e->cache_ = std::make_unique<PagedKvCache>(std::move(cache));
   e->pool_ = std::make_unique<ThreadPool>(config.threads);
   e->kv_ = std::make_unique<kv::KvCacheManager>(
-      kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, prefix_caching});
+      kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, prefix_caching, group_windows});
   if (config.prefix_tiers.enabled()) {
     if (!prefix_caching)
       return InvalidArgumentError(
@@ -119,12 +135,15 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   EngineCore* self = e.get();
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->kv_, std::move(is_eog), [self] { return self->Now(); });
   e->spec_config_ = config.spec;
+  // The draft model's cache keeps every block: as many as the target's bytes make blocks of
+  // every layer (the target's count when it has one KV group).
+  const int32_t draft_blocks =
+      static_cast<int32_t>(std::max<int64_t>(1, num_blocks * layers_per_block / mc.n_layers));
   FERRY_ASSIGN_OR_RETURN(
-      e->proposer_,
-      spec::CreateProposer(config.spec, mc,
-                           spec::DraftKvConfig{static_cast<int32_t>(num_blocks), config.block_size,
-                                               sc.max_num_seqs, sc.max_seq_len, config.kv_types},
-                           e->pool_.get()));
+      e->proposer_, spec::CreateProposer(config.spec, mc,
+                                         spec::DraftKvConfig{draft_blocks, config.block_size, sc.max_num_seqs,
+                                                             sc.max_seq_len, config.kv_types},
+                                         e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(),
                                              config.sparsity ? *config.sparsity : model.sparsity(), budget);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
@@ -230,6 +249,9 @@ EngineStats EngineCore::Stats() const {
   s.waiting = scheduler_->num_waiting();
   s.kv_usage = kv_->Usage();
   s.kv_blocks = kv_->num_blocks();
+  s.kv_groups = kv_->num_groups();
+  s.kv_block_bytes = static_cast<int64_t>(kv_block_bytes_);
+  s.kv_max_len_blocks = kv_->SequenceBlocks(scheduler_->config().max_seq_len, 1);
   s.kv_free_blocks = kv_->NumFreeBlocks();
   if (tiers_) {
     const kv::TierStats t = tiers_->stats();

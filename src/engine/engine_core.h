@@ -41,6 +41,11 @@ struct EngineConfig {
   // (Model::sparsity()). Budgeted engines run without prefix caching, forks or speculation.
   std::optional<KvBudgetConfig> kv_budget;
   KvCacheTypes kv_types;  // K/V storage types of the paged cache (and a draft model's)
+  // Sliding-window layers get KV groups of their own whose blocks go back to the pool as they
+  // leave the window (model/kv_group_layout.h). false: one table for every layer, every block
+  // kept (tests compare the two); also so under --tensor-parallel, with prefix-cache tiers and
+  // with a KV budget.
+  bool free_sliding_window_blocks = true;
   // Run-time sparsity of this engine (docs/sparsity.md); nullopt: the options the model was
   // loaded with. Head pruning and FFN sparsity must match the model's (built at load).
   std::optional<SparsityOptions> sparsity;
@@ -102,6 +107,7 @@ class EngineCore {
   Timer clock_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> cache_;
+  size_t kv_block_bytes_ = 0;                    // one block of one KV group's layers
   std::unique_ptr<kv::TieredBlockStore> tiers_;  // before kv_, which holds pointers to both
   std::unique_ptr<PagedBlockContent> block_content_;
   std::unique_ptr<kv::KvCacheManager> kv_;

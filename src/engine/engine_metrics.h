@@ -32,6 +32,10 @@ struct EngineStats {
   int32_t running = 0, waiting = 0;
   double kv_usage = 0;                 // fraction of blocks referenced now
   int32_t kv_blocks = 0, kv_free_blocks = 0;  // KV blocks in all / not referenced now
+  // KV groups (model/kv_group_layout.h: 1 unless sliding-window blocks are freed), the bytes
+  // of one block, and the blocks one decoding sequence of the engine's longest context holds.
+  int32_t kv_groups = 1;
+  int64_t kv_block_bytes = 0, kv_max_len_blocks = 0;
   int64_t steps = 0;
   int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
   int64_t prefill_tokens_computed = 0; // tokens computed other than single-token decodes
@@ -51,6 +55,8 @@ struct EngineStats {
   // most that caches of every computed position would have held (unshared), and the most
   // sequences running at once.
   int64_t kv_evicted_tokens = 0;
+  // Blocks of sliding-window KV groups given back as they left every query's window.
+  int64_t kv_window_released_blocks = 0;
   int64_t kv_peak_blocks = 0, kv_peak_full_blocks = 0;
   int64_t peak_running = 0;
   int64_t running_sum = 0;  // sum over steps of the sequences running (mean: / steps)

@@ -15,6 +15,7 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     plan_.block_copies.clear();
     for (const kv::BlockCopy& c : out.block_copies) plan_.block_copies.emplace_back(c.src, c.dst);
     plan_.block_tables.resize(out.scheduled.size());
+    FERRY_CHECK(cache_.groups().num_groups() == 1);  // EngineCore keeps one group when leading
     for (size_t i = 0; i < out.scheduled.size(); ++i)
       plan_.block_tables[i] = out.scheduled[i].req->kv.blocks();
   }
@@ -25,7 +26,7 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     const ScheduledRequest& s = out.scheduled[i];
     Request& r = *s.req;
     const int32_t slot = static_cast<int32_t>(i);
-    cache_.SetBlockTable(slot, r.kv.blocks());
+    for (int32_t g = 0; g < cache_.groups().num_groups(); ++g) cache_.SetBlockTable(slot, r.kv.blocks(g), g);
     if (budget_) {  // the new tokens take the slots after the kept ones
       const int32_t shift = r.kept.size() - r.num_computed;
       r.kept.Append(r.num_computed, s.num_tokens + s.num_draft);

@@ -38,10 +38,12 @@ Status Scheduler::Validate(int32_t prompt_tokens, const RequestOptions& o) const
   // (MaxBudgetedBlocks).
   const int64_t slots =
       Budgeted() ? std::min<int64_t>(total, int64_t{config_.kv_budget} + config_.kv_evict_interval) : total;
-  if (kv_.BlocksFor(slots) > kv_.num_blocks())
+  // Sliding-window groups hold only a pass's windows (KvCacheManager::SequenceBlocks).
+  const int64_t blocks = kv_.SequenceBlocks(slots, config_.max_batch_tokens);
+  if (blocks > kv_.num_blocks())
     return ResourceExhaustedError(
         "the request needs {} KV blocks ({} tokens) but the whole KV cache has {}; raise --kv-cache-memory",
-        kv_.BlocksFor(slots), slots, kv_.num_blocks());
+        blocks, slots, kv_.num_blocks());
   if (!config_.chunked_prefill && prompt_tokens > config_.max_batch_tokens)
     return InvalidArgumentError("the prompt has {} tokens, more than --max-batch-tokens {} without chunked prefill",
                                 prompt_tokens, config_.max_batch_tokens);
@@ -202,8 +204,8 @@ void Scheduler::RecordKvPeaks(const SchedulerOutput& out) {
   std::unordered_map<const Request*, int32_t> positions;
   for (const Request* r : running_) positions[r] = r->num_computed;
   for (const ScheduledRequest& s : out.scheduled) positions[s.req] += s.num_tokens + s.num_draft;
-  int64_t full = 0;
-  for (const auto& [r, p] : positions) full += kv_.BlocksFor(p);
+  int64_t full = 0;  // every group's table covering every position
+  for (const auto& [r, p] : positions) full += int64_t{kv_.BlocksFor(p)} * kv_.num_groups();
   stats_.kv_peak_blocks = std::max<int64_t>(stats_.kv_peak_blocks, kv_.num_blocks() - kv_.NumFreeBlocks());
   stats_.kv_peak_full_blocks = std::max(stats_.kv_peak_full_blocks, full);
   stats_.peak_running = std::max<int64_t>(stats_.peak_running, RunningSeqs());
@@ -215,11 +217,14 @@ double Scheduler::KvWaste() const {
   const int32_t bs = kv_.block_size();
   std::unordered_map<kv::BlockId, int32_t> fill;
   for (const Request* r : running_) {
-    const auto& blocks = r->kv.blocks();
-    for (size_t b = 0; b < blocks.size(); ++b) {
-      const int32_t used = std::clamp(r->kv.num_slots() - static_cast<int32_t>(b) * bs, 0, bs);
-      int32_t& f = fill[blocks[b]];
-      f = std::max(f, used);
+    for (int32_t g = 0; g < r->kv.num_groups(); ++g) {
+      const auto& blocks = r->kv.blocks(g);
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        if (blocks[b] < 0) continue;  // left a sliding window: back in the pool
+        const int32_t used = std::clamp(r->kv.num_slots() - static_cast<int32_t>(b) * bs, 0, bs);
+        int32_t& f = fill[blocks[b]];
+        f = std::max(f, used);
+      }
     }
   }
   if (fill.empty()) return 0.0;
@@ -289,7 +294,10 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
         AppendToken(r, token, now, events);
         if (IsFinished(r->status)) break;
       }
-      if (!IsFinished(r->status)) kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
+      if (!IsFinished(r->status)) {
+        kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);
+        ReleaseOutOfWindow(r);
+      }
       continue;
     }
     r->num_computed += out.scheduled[i].num_tokens;
@@ -299,6 +307,7 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
       kv_.Truncate(r->kv, r->kept.size());
     }
     if (!r->embeds()) kv_.CacheFullBlocks(r->kv, r->tokens, r->num_computed);  // embeddings' are freed
+    ReleaseOutOfWindow(r);  // after caching them: released blocks stay reusable by a later prefix
     if (r->prefill_only()) {
       if (r->num_computed == r->num_tokens()) {
         Retire(r, r->embeds() ? RequestStatus::kFinishedStop : RequestStatus::kFinishedLength);
@@ -328,6 +337,10 @@ std::vector<SeqEvent> Scheduler::Update(const SchedulerOutput& out, const Runner
     for (size_t b = 0; b < kids.size(); ++b) AppendToken(kids[b], sampled[b + 1], now, events, lp(b + 1));
   }
   return events;
+}
+
+void Scheduler::ReleaseOutOfWindow(Request* r) {
+  stats_.kv_window_released_blocks += kv_.ReleaseOutOfWindow(r->kv, r->num_computed);
 }
 
 void Scheduler::Retire(Request* r, RequestStatus why) {

@@ -131,6 +131,8 @@ class Scheduler {
                    TokenLogprobs logprobs = {});
   std::unique_ptr<Request> Fork(Request& parent, size_t branch);
   void Retire(Request* r, RequestStatus why);
+  // Gives back r's sliding-window blocks its next pass (from r->num_computed) no longer reads.
+  void ReleaseOutOfWindow(Request* r);
 
   SchedulerConfig config_;
   kv::KvCacheManager& kv_;

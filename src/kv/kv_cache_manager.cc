@@ -11,21 +11,32 @@ KvSequence& KvSequence::operator=(KvSequence&& o) noexcept {
   if (this != &o) {
     Release();
     mgr_ = std::exchange(o.mgr_, nullptr);
-    blocks_ = std::move(o.blocks_);
+    tables_ = std::move(o.tables_);
+    released_ = std::move(o.released_);
     hashes_ = std::move(o.hashes_);
     num_slots_ = std::exchange(o.num_slots_, 0);
-    o.blocks_.clear();
+    o.tables_.clear();
+    o.released_.clear();
     o.hashes_.clear();
   }
   return *this;
+}
+
+const std::vector<BlockId>& KvSequence::blocks(int32_t group) const {
+  static const std::vector<BlockId> kNone;
+  return tables_.empty() ? kNone : tables_[static_cast<size_t>(group)];
 }
 
 void KvSequence::Release() {
   if (mgr_) mgr_->Free(*this);
 }
 
-KvCacheManager::KvCacheManager(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(config),
+      windows_(config.group_windows.empty() ? std::vector<int32_t>{0} : config.group_windows),
+      pool_(config.num_blocks) {
   FERRY_CHECK(config.block_size > 0);
+  for (int32_t w : windows_) FERRY_CHECK(w >= 0);
 }
 
 double KvCacheManager::Usage() const {
@@ -33,56 +44,103 @@ double KvCacheManager::Usage() const {
   return 1.0 - static_cast<double>(pool_.NumFree()) / num_blocks();
 }
 
+BlockHash KvCacheManager::GroupHash(BlockHash h, int32_t group) {
+  return group == 0 ? h : Mix64(h + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(group));
+}
+
+int32_t KvCacheManager::FirstWindowBlock(int32_t group, int64_t pos) const {
+  const int32_t w = windows_[static_cast<size_t>(group)];
+  if (w == 0) return 0;
+  return static_cast<int32_t>(std::max<int64_t>(0, pos - w + 1) / config_.block_size);
+}
+
+int64_t KvCacheManager::SequenceBlocks(int64_t num_tokens, int32_t pass_tokens) const {
+  const int64_t bs = config_.block_size;
+  int64_t n = 0;
+  for (int32_t w : windows_) {
+    // A sliding group holds the window of a pass's first query through its last query:
+    // w + pass_tokens - 1 consecutive positions, which touch at most this many blocks.
+    const int64_t span = w + int64_t{std::max(pass_tokens, 1)} - 1;
+    n += w == 0 ? BlocksFor(num_tokens)
+                : std::min<int64_t>(BlocksFor(num_tokens), (span - 1 + bs - 1) / bs + 1);
+  }
+  return n;
+}
+
 namespace {
 
 // The chain of full-block hashes of tokens, block by block (never the block of the last token:
-// its logits must be computed); take(hash, hit) adds that block to hit, or returns false to end
-// the prefix there.
-template <typename Take>
-PrefixHit WalkPrefix(std::span<const int32_t> tokens, const KvCacheConfig& config, Take&& take) {
-  PrefixHit hit;
-  if (!config.prefix_caching || tokens.empty()) return hit;
-  const size_t bs = static_cast<size_t>(config.block_size);
-  const size_t max_blocks = (tokens.size() - 1) / bs;
+// its logits must be computed).
+std::vector<BlockHash> HashChain(std::span<const int32_t> tokens, size_t bs) {
+  std::vector<BlockHash> chain;
+  const size_t max_blocks = tokens.empty() ? 0 : (tokens.size() - 1) / bs;
   BlockHash parent = kRootBlockHash;
-  for (size_t i = 0; i < max_blocks; ++i) {
-    const BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
-    if (!take(h, hit)) break;
-    hit.hashes.push_back(h);
-    parent = h;
-  }
-  hit.num_tokens = static_cast<int32_t>(hit.blocks.size() * bs);
-  return hit;
+  for (size_t i = 0; i < max_blocks; ++i)
+    chain.push_back(parent = HashBlock(parent, tokens.subspan(i * bs, bs)));
+  return chain;
 }
 
 }  // namespace
 
 PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) const {
-  return WalkPrefix(tokens, config_, [&](BlockHash h, PrefixHit& hit) {
-    auto id = pool_.Find(h);
-    if (id) hit.blocks.push_back(*id);
-    return id.has_value();
-  });
+  PrefixHit hit;
+  if (!config_.prefix_caching) return hit;
+  const int32_t bs = config_.block_size;
+  const std::vector<BlockHash> chain = HashChain(tokens, static_cast<size_t>(bs));
+  auto find = [&](int32_t g, size_t i) { return pool_.Find(GroupHash(chain[i], g)); };
+  // Full groups: the longest chain every one of them caches from the start.
+  size_t k = chain.size();
+  for (int32_t g = 0; g < num_groups(); ++g)
+    for (size_t i = 0; i < k && group_window(g) == 0; ++i)
+      if (!find(g, i)) k = i;
+  // Sliding groups: the longest of those whose end's window each of them caches.
+  auto window_held = [&](size_t blocks) {
+    for (int32_t g = 0; g < num_groups(); ++g) {
+      if (group_window(g) == 0) continue;
+      for (size_t i = static_cast<size_t>(FirstWindowBlock(g, static_cast<int64_t>(blocks) * bs)); i < blocks;
+           ++i)
+        if (!find(g, i)) return false;
+    }
+    return true;
+  };
+  while (k > 0 && !window_held(k)) --k;
+  if (k == 0) return hit;
+  hit.tables.resize(static_cast<size_t>(num_groups()));
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    const size_t first = static_cast<size_t>(FirstWindowBlock(g, static_cast<int64_t>(k) * bs));
+    for (size_t i = 0; i < k; ++i)
+      hit.tables[static_cast<size_t>(g)].push_back(i < first ? kReleasedBlock : *find(g, i));
+  }
+  hit.hashes.assign(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(k));
+  hit.num_tokens = static_cast<int32_t>(k) * bs;
+  return hit;
 }
 
 PrefixHit KvCacheManager::FindPrefix(std::span<const int32_t> tokens) {
   if (!tiers_) return FindCachedPrefix(tokens);
-  return WalkPrefix(tokens, config_, [&](BlockHash h, PrefixHit& hit) {
+  PrefixHit hit;  // one group (AttachTiers): the chain up to its first block found nowhere
+  if (!config_.prefix_caching) return hit;
+  std::vector<BlockId> table;
+  for (BlockHash h : HashChain(tokens, static_cast<size_t>(config_.block_size))) {
     if (auto id = pool_.Find(h)) {
-      hit.blocks.push_back(*id);
-      return true;
+      table.push_back(*id);
+    } else {
+      auto fetched = tiers_->Fetch(h);
+      // A block of another size (e.g. stored before the INT8 key copy was enabled) is a miss.
+      if (!fetched || fetched->bytes->size() != content_->BlockBytes()) break;
+      hit.restores.push_back({table.size(), std::move(fetched->bytes), fetched->tier});
+      table.push_back(kTierBlock);
     }
-    auto fetched = tiers_->Fetch(h);
-    // A block of another size (e.g. stored before the INT8 key copy was enabled) is a miss.
-    if (!fetched || fetched->bytes->size() != content_->BlockBytes()) return false;
-    hit.restores.push_back({hit.blocks.size(), std::move(fetched->bytes), fetched->tier});
-    hit.blocks.push_back(kTierBlock);
-    return true;
-  });
+    hit.hashes.push_back(h);
+  }
+  hit.num_tokens = static_cast<int32_t>(table.size()) * config_.block_size;
+  if (!table.empty()) hit.tables.push_back(std::move(table));
+  return hit;
 }
 
 void KvCacheManager::AttachTiers(TieredBlockStore* store, BlockContent* content) {
   FERRY_CHECK((store == nullptr) == (content == nullptr));
+  FERRY_CHECK(store == nullptr || num_groups() == 1);
   tiers_ = store;
   content_ = content;
   if (store) {
@@ -101,17 +159,33 @@ void KvCacheManager::OnEvict(BlockId id, BlockHash hash, int32_t depth) {
 
 std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int32_t num_slots, const PrefixHit* hit) {
   FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
-  const bool take_hit = hit && !hit->blocks.empty() && seq.blocks_.empty();
-  const int32_t have = static_cast<int32_t>(seq.blocks_.size()) + (take_hit ? static_cast<int32_t>(hit->blocks.size()) : 0);
+  const size_t groups = static_cast<size_t>(num_groups());
+  const bool take_hit = hit && !hit->empty() && seq.empty();
+  FERRY_CHECK(!take_hit || hit->tables.size() == groups);
   const int32_t need = BlocksFor(num_slots);
+  const int32_t bs = config_.block_size;
+  if (seq.tables_.empty()) {
+    seq.tables_.resize(groups);
+    seq.released_.assign(groups, 0);
+  }
   // Appending into a partial last block that another sequence shares needs a private copy; so
-  // does one registered in the prefix cache (a full block made partial by Truncate).
-  const bool cow = num_slots > seq.num_slots_ && seq.num_slots_ % config_.block_size != 0 &&
-                   (pool_.RefCount(seq.blocks_.back()) > 1 || pool_.IsCached(seq.blocks_.back()));
-  int32_t fresh = std::max(0, need - have) + (cow ? 1 : 0);
+  // does one registered in the prefix cache (a full block made partial by Truncate). A partial
+  // last block holds the next position, so it is inside every window.
+  std::vector<uint8_t> cow(groups, 0);  // [groups]
+  int32_t fresh = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    const std::vector<BlockId>& t = seq.tables_[g];
+    const int32_t have = static_cast<int32_t>(take_hit ? hit->tables[g].size() : t.size());
+    if (num_slots > seq.num_slots_ && seq.num_slots_ % bs != 0) {
+      FERRY_CHECK(t.back() >= 0);
+      cow[g] = pool_.RefCount(t.back()) > 1 || pool_.IsCached(t.back());
+    }
+    fresh += std::max(0, need - have) + cow[g];
+  }
   int32_t revived = 0;  // hit blocks that are free now (they count against NumFree)
   if (take_hit) {
-    for (BlockId b : hit->blocks) revived += b != kTierBlock && pool_.RefCount(b) == 0 ? 1 : 0;
+    for (const std::vector<BlockId>& t : hit->tables)
+      for (BlockId b : t) revived += b >= 0 && pool_.RefCount(b) == 0 ? 1 : 0;
     fresh += static_cast<int32_t>(hit->restores.size());
   }
   if (fresh + revived > pool_.NumFree()) return std::nullopt;
@@ -119,61 +193,95 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int
   seq.mgr_ = this;
   SlotAllocation out;
   if (take_hit) {
-    for (BlockId b : hit->blocks)
-      if (b != kTierBlock) pool_.Ref(b);  // before Allocate, so they are not evicted
-    seq.blocks_ = hit->blocks;
+    for (const std::vector<BlockId>& t : hit->tables)
+      for (BlockId b : t)
+        if (b >= 0) pool_.Ref(b);  // before Allocate, so they are not evicted
+    seq.tables_ = hit->tables;
+    for (size_t g = 0; g < groups; ++g)
+      seq.released_[g] =
+          static_cast<int32_t>(std::count(seq.tables_[g].begin(), seq.tables_[g].end(), kReleasedBlock));
     seq.hashes_ = hit->hashes;
     seq.num_slots_ = hit->num_tokens;
     for (const TierRestore& r : hit->restores) {  // copy back: no recompute
-      FERRY_CHECK(tiers_ && seq.blocks_[r.index] == kTierBlock && r.bytes->size() == content_->BlockBytes());
+      FERRY_CHECK(tiers_ && seq.tables_[0][r.index] == kTierBlock &&
+                  r.bytes->size() == content_->BlockBytes());
       BlockId dst = *pool_.Allocate();
       content_->Write(dst, r.bytes->data());
       pool_.MarkCached(dst, hit->hashes[r.index], static_cast<int32_t>(r.index));
-      seq.blocks_[r.index] = dst;
+      seq.tables_[0][r.index] = dst;
       ++restored_[static_cast<size_t>(r.tier)];
     }
   }
-  if (cow) {
-    BlockId dst = *pool_.Allocate();
-    out.copies.push_back({seq.blocks_.back(), dst});
-    pool_.Unref(seq.blocks_.back());
-    seq.blocks_.back() = dst;
-  }
-  while (static_cast<int32_t>(seq.blocks_.size()) < need) {
-    seq.blocks_.push_back(*pool_.Allocate());
-    ++out.new_blocks;
+  for (size_t g = 0; g < groups; ++g) {
+    std::vector<BlockId>& t = seq.tables_[g];
+    if (cow[g]) {
+      BlockId dst = *pool_.Allocate();
+      out.copies.push_back({t.back(), dst});
+      pool_.Unref(t.back());
+      t.back() = dst;
+    }
+    while (static_cast<int32_t>(t.size()) < need) {
+      t.push_back(*pool_.Allocate());
+      ++out.new_blocks;
+    }
   }
   seq.num_slots_ = std::max(seq.num_slots_, num_slots);
   return out;
 }
 
 void KvCacheManager::CacheFullBlocks(KvSequence& seq, std::span<const int32_t> tokens, int32_t num_computed) {
-  if (!config_.prefix_caching) return;
+  if (!config_.prefix_caching || seq.tables_.empty()) return;
   const size_t bs = static_cast<size_t>(config_.block_size);
-  const size_t full = std::min(static_cast<size_t>(num_computed) / bs, seq.blocks_.size());
+  const size_t full = std::min(static_cast<size_t>(num_computed) / bs, seq.tables_[0].size());
   FERRY_CHECK(static_cast<size_t>(num_computed) <= tokens.size());
   for (size_t i = seq.hashes_.size(); i < full; ++i) {
     BlockHash parent = i == 0 ? kRootBlockHash : seq.hashes_[i - 1];
     BlockHash h = HashBlock(parent, tokens.subspan(i * bs, bs));
     seq.hashes_.push_back(h);
-    pool_.MarkCached(seq.blocks_[i], h, static_cast<int32_t>(i));
+    for (size_t g = 0; g < seq.tables_.size(); ++g)
+      if (const BlockId b = seq.tables_[g][i]; b >= 0)
+        pool_.MarkCached(b, GroupHash(h, static_cast<int32_t>(g)), static_cast<int32_t>(i));
   }
+}
+
+int32_t KvCacheManager::ReleaseOutOfWindow(KvSequence& seq, int32_t next_pos) {
+  FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
+  int32_t released = 0;
+  for (size_t g = 0; g < seq.tables_.size(); ++g) {
+    std::vector<BlockId>& t = seq.tables_[g];
+    const size_t first =
+        std::min(t.size(), static_cast<size_t>(FirstWindowBlock(static_cast<int32_t>(g), next_pos)));
+    for (size_t i = static_cast<size_t>(seq.released_[g]); i < first; ++i) {
+      if (t[i] < 0) continue;
+      pool_.Unref(t[i]);
+      t[i] = kReleasedBlock;
+      ++released;
+    }
+    seq.released_[g] = std::max(seq.released_[g], static_cast<int32_t>(first));
+  }
+  return released;
 }
 
 KvSequence KvCacheManager::Fork(const KvSequence& parent) {
   KvSequence child;
   child.mgr_ = this;
-  child.blocks_ = parent.blocks_;
+  child.tables_ = parent.tables_;
+  child.released_ = parent.released_;
   child.hashes_ = parent.hashes_;
   child.num_slots_ = parent.num_slots_;
-  for (BlockId b : child.blocks_) pool_.Ref(b);
+  for (const std::vector<BlockId>& t : child.tables_)
+    for (BlockId b : t)
+      if (b >= 0) pool_.Ref(b);
   return child;
 }
 
 void KvCacheManager::Free(KvSequence& seq) {
   FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
-  for (auto it = seq.blocks_.rbegin(); it != seq.blocks_.rend(); ++it) pool_.Unref(*it);
-  seq.blocks_.clear();
+  for (const std::vector<BlockId>& t : seq.tables_)
+    for (auto it = t.rbegin(); it != t.rend(); ++it)
+      if (*it >= 0) pool_.Unref(*it);
+  seq.tables_.clear();
+  seq.released_.clear();
   seq.hashes_.clear();
   seq.num_slots_ = 0;
   seq.mgr_ = nullptr;
@@ -183,14 +291,22 @@ void KvCacheManager::Truncate(KvSequence& seq, int32_t num_slots) {
   FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
   FERRY_CHECK(num_slots >= 0 && num_slots <= seq.num_slots_);
   const size_t keep = static_cast<size_t>(BlocksFor(num_slots));
-  while (seq.blocks_.size() > keep) {
-    pool_.Unref(seq.blocks_.back());
-    seq.blocks_.pop_back();
+  for (size_t g = 0; g < seq.tables_.size(); ++g) {
+    std::vector<BlockId>& t = seq.tables_[g];
+    while (t.size() > keep) {
+      if (t.back() >= 0) pool_.Unref(t.back());
+      t.pop_back();
+    }
+    seq.released_[g] = std::min(seq.released_[g], static_cast<int32_t>(keep));
   }
   const size_t full = static_cast<size_t>(num_slots / config_.block_size);
   if (seq.hashes_.size() > full) seq.hashes_.resize(full);
   seq.num_slots_ = num_slots;
-  if (seq.blocks_.empty()) seq.mgr_ = nullptr;
+  if (keep == 0) {
+    seq.tables_.clear();
+    seq.released_.clear();
+    seq.mgr_ = nullptr;
+  }
 }
 
 }  // namespace ferry::kv

@@ -39,11 +39,17 @@ sigset_t BlockStopSignals() {
 
 void LogCapacity(const EngineClient& engine, const ServerConfig& config, int32_t max_model_len) {
   const EngineStats s = engine.Stats();
-  const int64_t kv_tokens = int64_t{s.kv_blocks} * config.engine.block_size;
-  Log(LogLevel::kInfo, "KV cache: {} tokens ({} blocks of {}; K {}, V {})", kv_tokens, s.kv_blocks,
-      config.engine.block_size, DTypeName(config.engine.kv_types.k), DTypeName(config.engine.kv_types.v));
+  // With sliding-window groups (vLLM's count): the tokens each group's share of the blocks holds,
+  // and concurrency from what a sequence of max_model_len positions holds with its windows.
+  const int64_t kv_tokens = int64_t{s.kv_blocks} / std::max(1, s.kv_groups) * config.engine.block_size;
+  Log(LogLevel::kInfo, "KV cache: {} tokens ({} blocks of {}{}; K {}, V {})", kv_tokens, s.kv_blocks,
+      config.engine.block_size,
+      s.kv_groups > 1 ? fmt::format(", {} KV groups sharing them", s.kv_groups) : std::string(),
+      DTypeName(config.engine.kv_types.k), DTypeName(config.engine.kv_types.v));
   Log(LogLevel::kInfo, "maximum concurrency for {} tokens per request: {:.2f}x", max_model_len,
-      static_cast<double>(kv_tokens) / max_model_len);
+      s.kv_groups > 1
+          ? static_cast<double>(s.kv_blocks) / static_cast<double>(std::max<int64_t>(1, s.kv_max_len_blocks))
+          : static_cast<double>(kv_tokens) / max_model_len);
 }
 
 void ConfigureHttp(HttpServer& http, const ServerConfig& config, const RouteContext& routes) {

@@ -56,8 +56,8 @@ TEST(KvCacheManager, PrefixHitReusesFullBlocksButNeverTheLastToken) {
   m.CacheFullBlocks(a, toks, 10);  // blocks [0,4) and [4,8) are full
   PrefixHit hit = m.FindCachedPrefix(toks);
   EXPECT_EQ(hit.num_tokens, 8);
-  ASSERT_EQ(hit.blocks.size(), 2u);
-  EXPECT_EQ(hit.blocks[0], a.blocks()[0]);
+  ASSERT_EQ(hit.tables[0].size(), 2u);
+  EXPECT_EQ(hit.tables[0][0], a.blocks()[0]);
   // Exactly 8 tokens: the last block is not taken, so the last token is computed.
   EXPECT_EQ(m.FindCachedPrefix(Iota(8)).num_tokens, 4);
   // A different second block stops the match after the first.

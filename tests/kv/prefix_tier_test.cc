@@ -275,10 +275,10 @@ TEST(KvCacheManagerTiers, ChainContinuesAcrossPoolAndTierBlocks) {
     ASSERT_TRUE(m.AllocateSlots(other, 8).has_value());  // takes 3 uncached + evicts a's block 2
   }
   PrefixHit hit = m.FindPrefix(a);
-  ASSERT_EQ(hit.blocks.size(), 3u);
-  EXPECT_NE(hit.blocks[0], kTierBlock);
-  EXPECT_NE(hit.blocks[1], kTierBlock);
-  EXPECT_EQ(hit.blocks[2], kTierBlock);
+  ASSERT_EQ(hit.tables[0].size(), 3u);
+  EXPECT_NE(hit.tables[0][0], kTierBlock);
+  EXPECT_NE(hit.tables[0][1], kTierBlock);
+  EXPECT_EQ(hit.tables[0][2], kTierBlock);
   ASSERT_EQ(hit.restores.size(), 1u);
   EXPECT_EQ(hit.restores[0].index, 2u);
 }

@@ -176,9 +176,10 @@ int RunThroughputBench(const ThroughputBenchOpts& o) {
   j["prefix_cache_hit_rate"] = stats.PrefixHitRate();
   j["kv_waste"] = stats.KvWaste();
   j["steps"] = stats.steps;
-  const size_t block_bytes = PagedKvCache::BlockBytes(
-      lm->config().n_layers, o.block_size, lm->config().n_kv_heads, lm->config().head_dim, *kv_types);
-  j["kv_blocks"] = static_cast<int64_t>(*kv_bytes / block_bytes);
+  const size_t block_bytes = static_cast<size_t>(stats.kv_block_bytes);  // one KV group's layers
+  j["kv_blocks"] = stats.kv_blocks;
+  j["kv_groups"] = stats.kv_groups;
+  j["kv_window_released_blocks"] = stats.kv_window_released_blocks;
   j["type_k"] = DTypeName(kv_types->k);
   j["type_v"] = DTypeName(kv_types->v);
   j["cache_rotate"] = kv_types->rotate_k;
