@@ -23,6 +23,9 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> pp;  // this tensor rank's stages
 };
 
+// The error every rank finds alike when T x P is not the job's size n (Ok otherwise).
+Status CheckLayout(int n, int rank, int tensor_parallel, int pipeline_parallel);
+
 // Errors (on every rank alike, before any collective) when T x P is not the world's size.
 StatusOr<ProcessGroups> MakeProcessGroups(std::unique_ptr<Communicator> world, int tensor_parallel,
                                           int pipeline_parallel);

@@ -28,6 +28,15 @@ void ParallelFlags::Add(CLI::App* cmd) {
 
 StatusOr<comm::ProcessGroups> ParallelFlags::Open() const {
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::OpenWorld({comm_timeout_s}));
+  const Status layout = comm::CheckLayout(world->size(), world->rank(), tensor_parallel, pipeline_parallel);
+  if (!layout.ok() && world->size() > 1) {
+    // Every rank finds the same mismatch; each says so before any of them exits, since mpirun
+    // ends the whole job at the first exit.
+    std::fprintf(stderr, "ferry: %s\n", layout.ToString().c_str());
+    std::fflush(stderr);
+    (void)world->Barrier();
+    comm::AbortWorld(2);
+  }
   return comm::MakeProcessGroups(std::move(world), tensor_parallel, pipeline_parallel);
 }
 
