@@ -39,10 +39,8 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vect
   special_texts.resize(bytes_.size());
   for (size_t i = 0; i < bytes_.size(); ++i) {
     const int32_t id = static_cast<int32_t>(i);
-    if (!bytes_[i].empty()) {
-      by_text_.try_emplace(bytes_[i], id);
-    } else if (!special_texts[i].empty()) {
-      by_text_[special_texts[i]] = id;  // a special token wins over a text token of its text
+    if (bytes_[i].empty() && !special_texts[i].empty()) {
+      special_ids_[special_texts[i]] = id;
       specials_.push_back({special_texts[i], id});
     }
     producible_[i] = !bytes_[i].empty() || !special_texts[i].empty();
@@ -61,8 +59,11 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vect
 }
 
 int32_t TokenVocabulary::FindToken(const std::string& text) const {
-  auto it = by_text_.find(text);
-  return it == by_text_.end() ? -1 : it->second;
+  // A special token wins over a text token of its text. Text tokens are scanned: this runs
+  // once per named token terminal when a grammar is bound, not worth a map of the vocabulary.
+  if (auto it = special_ids_.find(text); it != special_ids_.end()) return it->second;
+  auto it = std::find(bytes_.begin(), bytes_.end(), text);
+  return it == bytes_.end() ? -1 : static_cast<int32_t>(it - bytes_.begin());
 }
 
 bool TokenVocabulary::IsProducible(int32_t id) const {

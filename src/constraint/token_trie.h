@@ -68,7 +68,7 @@ class TokenVocabulary {
   std::vector<bool> is_end_;
   std::vector<bool> producible_;
   std::vector<std::pair<std::string, int32_t>> specials_;
-  std::unordered_map<std::string, int32_t> by_text_;
+  std::unordered_map<std::string, int32_t> special_ids_;  // specials by text
   TokenTrie trie_;
 };
 
