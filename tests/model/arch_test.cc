@@ -55,6 +55,27 @@ double MaxAbs(const std::vector<float>& a) {
   return m;
 }
 
+// The model's logits for toks on every ISA against the scalar reference forward: within 1e-4 of
+// the largest reference logit, which must be far from flat (so the test can see a wrong layer).
+void ExpectEveryIsaMatchesReference(const formats::WeightSource& src, const std::vector<int32_t>& toks,
+                                    const std::string& label) {
+  const std::vector<double> ref = testing::ReferenceForward(src).Run(toks);
+  for (kernels::Isa isa : testing::TestIsas()) {
+    testing::ScopedIsa guard(isa);
+    auto m = CreateModel(src);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const std::vector<float> got = Logits(**m, toks);
+    ASSERT_EQ(got.size(), ref.size());
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
+      max_ref = std::max(max_ref, std::fabs(ref[i]));
+    }
+    EXPECT_GT(max_ref, 0.1) << label;
+    EXPECT_LE(max_diff, 1e-4 * max_ref) << label << " on " << kernels::IsaName(isa);
+  }
+}
+
 // Every layer of every architecture, on every ISA, against the scalar reference: the f32 file
 // leaves only float summation order between them.
 TEST(Architectures, TinyPresetsMatchScalarReference) {
@@ -62,22 +83,7 @@ TEST(Architectures, TinyPresetsMatchScalarReference) {
     const std::string path = testing::WriteSyntheticTestModel(testing::TempDir(), preset, DType::kF32);
     testing::OpenedModel om = testing::OpenTestModel(path);
     ASSERT_TRUE(om.src);
-    const auto toks = Prompt(kPromptLen);
-    const std::vector<double> ref = testing::ReferenceForward(*om.src).Run(toks);
-    for (kernels::Isa isa : testing::TestIsas()) {
-      testing::ScopedIsa guard(isa);
-      auto m = CreateModel(*om.src);
-      ASSERT_TRUE(m.ok()) << m.status().ToString();
-      const std::vector<float> got = Logits(**m, toks);
-      ASSERT_EQ(got.size(), ref.size());
-      double max_diff = 0, max_ref = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
-        max_ref = std::max(max_ref, std::fabs(ref[i]));
-      }
-      EXPECT_GT(max_ref, 0.1) << preset;  // logits far from flat: the test can see a wrong layer
-      EXPECT_LE(max_diff, 1e-4 * max_ref) << preset << " on " << kernels::IsaName(isa);
-    }
+    ExpectEveryIsaMatchesReference(*om.src, Prompt(kPromptLen), preset);
   }
 }
 
@@ -181,21 +187,7 @@ TEST(Architectures, GptOssMxfp4ExpertsMatchScalarReference) {
   EXPECT_EQ(om.src->FindTensor("blk.0.attn_q.weight")->dtype, DType::kQ8_0);
   EXPECT_EQ(om.src->FindTensor("output.weight")->dtype, DType::kQ8_0);
   EXPECT_EQ(om.src->FindTensor("blk.0.ffn_gate_inp.weight")->dtype, DType::kF32);
-  const auto toks = Prompt(16);
-  const std::vector<double> ref = testing::ReferenceForward(*om.src).Run(toks);
-  for (kernels::Isa isa : testing::TestIsas()) {
-    testing::ScopedIsa guard(isa);
-    auto m = CreateModel(*om.src);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    const std::vector<float> got = Logits(**m, toks);
-    double max_diff = 0, max_ref = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
-      max_ref = std::max(max_ref, std::fabs(ref[i]));
-    }
-    EXPECT_GT(max_ref, 0.1);
-    EXPECT_LE(max_diff, 1e-4 * max_ref) << kernels::IsaName(isa);
-  }
+  ExpectEveryIsaMatchesReference(*om.src, Prompt(16), "gpt-oss-tiny mxfp4");
 }
 
 // LongRoPE: a cache longer than the original context (64) rotates with the long factors, on
