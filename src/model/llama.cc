@@ -39,10 +39,6 @@ void ScaleInPlace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-// x[i] = cap * tanh(x[i] / cap): gemma's final logit soft-capping, once per output row.
-void SoftCapInPlace(float* x, int64_t n, float cap) {
-  kernels::SoftCap(x, n, cap);
-}
 
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
 class WeightReader {
@@ -793,7 +789,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
 void LlamaModel::FinishLogits(float* rows, int64_t n_rows, int64_t width) const {
   // granite divides the logits, as llama.cpp does: times the float reciprocal.
   if (config_.logit_scale != 0.0f) ScaleInPlace(rows, n_rows * width, 1.0f / config_.logit_scale);
-  if (config_.final_softcap > 0.0f) SoftCapInPlace(rows, n_rows * width, config_.final_softcap);  // gemma
+  if (config_.final_softcap > 0.0f) kernels::SoftCap(rows, n_rows * width, config_.final_softcap);  // gemma
 }
 
 Status LlamaModel::Head(const Pass& p, const float* xn, int64_t n_out, const int32_t* top_k, float* logits,
