@@ -10,7 +10,7 @@ namespace ferry {
 namespace {
 
 // Sizes follow ggml-common.h: e.g. q4_0 = fp16 scale + 16 bytes of nibbles per 32 weights.
-constexpr std::array<DTypeTraits, 24> kTable = {{
+constexpr std::array<DTypeTraits, 25> kTable = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -30,6 +30,7 @@ constexpr std::array<DTypeTraits, 24> kTable = {{
     {DType::kI32, "i32", 1, 4, false},
     {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},
+    {DType::kU8, "u8", 1, 1, false},
     {DType::kBF16, "bf16", 1, 2, false},
     {DType::kMXFP4, "mxfp4", 32, 17, true},        // e8m0 exponent byte, 16 B of e2m1 nibbles
     {DType::kI4G128, "int4_g128", 128, 68, true},  // fp16 d, u8 zero, u8 pad, 64 B nibbles

@@ -35,6 +35,7 @@ enum class DType : uint32_t {
   kI4G128 = 1001,  // int4 asymmetric, fp16 scale + 4-bit zero per group of 128
   kI4G32 = 1003,   // the same per group of 32
   kI4G64 = 1004,   // the same per group of 64
+  kU8 = 1005,      // raw bytes (safetensors U8: gpt-oss's MXFP4 blocks and scales before import)
 };
 
 // Ferry's int4 family (int4_g32/g64/g128): rows need not be whole groups. A row of n elements

@@ -250,7 +250,7 @@ class GgufParser {
       uint32_t type_id = 0;
       FERRY_RETURN_IF_ERROR(r_.Read(&type_id, what + " type"));
       auto traits = FindDType(type_id);
-      if (!traits)
+      if (!traits || traits->type == DType::kU8)  // u8 is safetensors-only (no ggml id)
         return UnsupportedError(
             "{}: {}: unknown tensor type id {} (a newer or corrupt file; Ferry knows the "
             "ggml types f32, f16, bf16, q4_0..q8_1, q2_k..q8_k, i8..f64)",

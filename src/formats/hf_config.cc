@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ferry::formats {
 namespace {
@@ -17,7 +20,7 @@ constexpr ArchName kArchs[] = {
     {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3moe"}, {"GraniteForCausalLM", "granite"},
     {"SmolLM3ForCausalLM", "smollm3"}, {"Olmo2ForCausalLM", "olmo2"},       {"Gemma2ForCausalLM", "gemma2"},
-    {"Gemma3ForCausalLM", "gemma3"},   {"Phi3ForCausalLM", "phi3"},
+    {"Gemma3ForCausalLM", "gemma3"},   {"Phi3ForCausalLM", "phi3"},         {"GptOssForCausalLM", "gpt-oss"},
 };
 
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
@@ -128,6 +131,44 @@ Status GemmaConfig(const nlohmann::json& config, const std::string& path, const 
   return Status::Ok();
 }
 
+// gpt-oss under the GGUF keys of llama.cpp's conversion/gpt_oss.py: the experts (intermediate_size
+// is each expert's width), the window and which layers slide (layer_types; transformers' default
+// is every even layer, as the GGUF pattern's). Its clamped SwiGLU's limit is fixed at 7 in the
+// forward pass, as llama.cpp fixes it: another value is refused, not run differently.
+Status GptOssConfig(const nlohmann::json& config, const std::string& path, int64_t layers, int64_t ffn,
+                    Metadata* meta) {
+  int64_t experts = 0, used = 0, window = 0;
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_local_experts", path, &experts));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_experts_per_tok", path, &used));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "sliding_window", path, &window));
+  if (used > experts)
+    return InvalidArgumentError("{}: \"num_experts_per_tok\" {} exceeds \"num_local_experts\" {}", path, used,
+                                experts);
+  if (auto limit = JsonFloat(config, "swiglu_limit"); limit && *limit != 7.0)
+    return UnsupportedError("{}: \"swiglu_limit\" {} is not supported (gpt-oss's 7.0 is)", path, *limit);
+  if (!config.value("attention_bias", true))
+    return UnsupportedError(
+        "{}: gpt-oss without attention biases (\"attention_bias\": false) is not supported", path);
+  meta->SetUint("gpt-oss.expert_count", static_cast<uint64_t>(experts));
+  meta->SetUint("gpt-oss.expert_used_count", static_cast<uint64_t>(used));
+  meta->SetUint("gpt-oss.expert_feed_forward_length", static_cast<uint64_t>(ffn));
+  meta->SetUint("gpt-oss.attention.sliding_window", static_cast<uint64_t>(window));
+  if (auto it = config.find("layer_types"); it != config.end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<int64_t>(it->size()) != layers)
+      return InvalidArgumentError("{}: \"layer_types\" must list one type per layer ({})", path, layers);
+    std::vector<int32_t> sliding;
+    for (const nlohmann::json& t : *it) {
+      const std::string type = t.is_string() ? t.get<std::string>() : "";
+      if (type != "sliding_attention" && type != "full_attention")
+        return InvalidArgumentError(
+            "{}: \"layer_types\" holds '{}' (sliding_attention or full_attention expected)", path, t.dump());
+      sliding.push_back(type == "sliding_attention");
+    }
+    meta->SetIntArray("gpt-oss.attention.sliding_window_pattern", sliding);
+  }
+  return Status::Ok();
+}
+
 // One of LongRoPE's factor lists: rot_dim / 2 positive numbers.
 Status LongRopeFactors(const nlohmann::json& rs, const char* key, const std::string& path, int64_t rot_dim,
                        std::vector<float>* out) {
@@ -208,8 +249,8 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
     return UnsupportedError(
         "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, MistralForCausalLM, "
         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM, "
-        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Phi3ForCausalLM "
-        "folders)",
+        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM and "
+        "GptOssForCausalLM folders)",
         path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
   const std::string& arch = result->arch;
 
@@ -293,6 +334,11 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
       if (type == "yarn") {
         if (auto orig = JsonFloat(rs, "original_max_position_embeddings"))
           u32("rope.scaling.original_context_length", static_cast<int64_t>(*orig));
+        // The ramp's ends: llama.cpp's defaults (32, 1) are what the forward pass uses.
+        for (auto [key, def] : {std::pair<const char*, double>{"beta_fast", 32.0}, {"beta_slow", 1.0}})
+          if (auto v = JsonFloat(rs, key); v && *v != def)
+            return UnsupportedError("{}: yarn rope_scaling \"{}\" {} is not supported (only {} is)", path,
+                                    key, *v, def);
       }
     } else if ((type == "longrope" || type == "su") && arch == "phi3") {
       FERRY_RETURN_IF_ERROR(Phi3LongRope(config, rs, path, rot_dim, context, meta, result));
@@ -307,6 +353,7 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   if (arch == "granite") GraniteScales(config, meta);
   if (arch == "smollm3") FERRY_RETURN_IF_ERROR(SmolLM3NopeLayers(config, path, layers, meta));
   if (arch == "qwen3moe") FERRY_RETURN_IF_ERROR(Qwen3MoeConfig(config, path, meta));
+  if (arch == "gpt-oss") FERRY_RETURN_IF_ERROR(GptOssConfig(config, path, layers, ffn, meta));
   if (arch == "gemma2" || arch == "gemma3") {
     FERRY_RETURN_IF_ERROR(GemmaConfig(config, path, arch, layers, meta));
     result->norm_shift = 1.0f;

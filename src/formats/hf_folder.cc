@@ -12,6 +12,7 @@
 #include "base/mapped_file.h"
 #include "core/fp16.h"
 #include "formats/awq_import.h"
+#include "formats/gpt_oss_experts.h"
 #include "formats/hf_config.h"
 #include "formats/hf_names.h"
 #include "formats/loaded_source.h"
@@ -179,8 +180,13 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
     ref.nbytes = nbytes;
     tensors.push_back(std::move(ref));
   }
+  // gpt-oss's fused experts (and openai's MXFP4 blocks) -> llama.cpp's per-projection tensors.
+  if (cfg.arch == "gpt-oss") FERRY_RETURN_IF_ERROR(ImportGptOssExperts(dir, src.get()));
   try {  // AutoAWQ checkpoints: qweight/qzeros/scales -> Ferry int4 (awq_import.h)
-    FERRY_RETURN_IF_ERROR(ImportAwqTensors(config, dir, src.get()));
+    auto qc = config.find("quantization_config");
+    const bool mxfp4 = cfg.arch == "gpt-oss" && qc != config.end() && qc->is_object() &&
+                       qc->value("quant_method", "") == "mxfp4";  // imported above
+    if (!mxfp4) FERRY_RETURN_IF_ERROR(ImportAwqTensors(config, dir, src.get()));
   } catch (const std::exception& e) {
     return InvalidArgumentError("{}: unexpected value type in quantization_config: {}", config_path,
                                 e.what());

@@ -41,6 +41,16 @@ constexpr Rename kPostNormLayer[] = {
     {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
 };
 
+// gpt-oss (transformers' GptOss*): the FFN's input norm is llama.cpp's post_attention_norm, the
+// router has a bias, the sinks become a weight (conversion/gpt_oss.py). The fused experts are
+// converted by formats/gpt_oss_experts.h.
+constexpr Rename kGptOssLayer[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"mlp.router.weight", "ffn_gate_inp.weight"},
+    {"mlp.router.bias", "ffn_gate_inp.bias"},
+    {"self_attn.sinks", "attn_sinks.weight"},
+};
+
 constexpr Rename kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -64,6 +74,9 @@ std::string HfToGgufTensorName(std::string_view hf_name, std::string_view arch) 
   if (digits == 0 || digits > 9 || digits >= rest.size() || rest[digits] != '.') return std::string(hf_name);
   std::string_view layer = rest.substr(0, digits);
   std::string_view suffix = rest.substr(digits + 1);
+  if (arch == "gpt-oss")
+    for (const Rename& r : kGptOssLayer)
+      if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
   if (HasPostNorms(arch))
     for (const Rename& r : kPostNormLayer)
       if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);

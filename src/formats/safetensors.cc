@@ -24,7 +24,7 @@ struct DtypeName {
 };
 constexpr DtypeName kDtypes[] = {{"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16},
                                  {"I8", DType::kI8},   {"I16", DType::kI16}, {"I32", DType::kI32},
-                                 {"I64", DType::kI64}, {"F64", DType::kF64}};
+                                 {"I64", DType::kI64}, {"F64", DType::kF64}, {"U8", DType::kU8}};
 
 std::optional<DType> DTypeFromSafetensors(std::string_view name) {
   for (const auto& d : kDtypes)
@@ -57,7 +57,7 @@ Status ParseEntry(const std::string& path, const std::string& name, const nlohma
   auto dtype = DTypeFromSafetensors(dtype_name);
   if (!dtype)
     return UnsupportedError(
-        "{}: dtype {} is not supported (Ferry reads F32, F16, BF16, I8, I16, I32, I64, F64)", what,
+        "{}: dtype {} is not supported (Ferry reads F32, F16, BF16, I8, I16, I32, I64, F64, U8)", what,
         dtype_name);
   out->name = name;
   out->dtype = *dtype;

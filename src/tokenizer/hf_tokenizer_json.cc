@@ -196,6 +196,9 @@ std::string PreFamily(const json* pre, const json* norm) {
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   constexpr std::string_view kQwen2 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // o200k_base (GPT-4o, gpt-oss), as tiktoken states it and tokenizer.json files carry it.
+  constexpr std::string_view kGpt4o =
+      R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (!pre || pre->is_null()) return "";
   std::vector<const json*> steps;
   if (GetString(*pre, "type") == std::string("Sequence")) {
@@ -224,6 +227,7 @@ std::string PreFamily(const json* pre, const json* norm) {
   };
   if (has_regex(kLlama3)) return "llama3";
   if (has_regex(kQwen2)) return "qwen2";
+  if (has_regex(kGpt4o)) return "gpt-4o";
   if (has("Punctuation") && has("ByteLevel") && has_regex("[0-9][0-9][0-9]")) return "falcon";
   if (kinds == std::vector<std::string>{"Digits", "ByteLevel"} && individual_digits) return "starcoder";
   if (kinds == std::vector<std::string>{"ByteLevel"}) {

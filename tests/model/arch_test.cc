@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -275,7 +276,7 @@ TEST(Architectures, GraniteNeedsLogitScale) {
 // --- Hugging Face folders of the same weights --------------------------------------------
 
 // llama.cpp tensor name -> transformers' (the inverse of formats/hf_names.cc, written out).
-std::string HfName(const std::string& g, bool gemma, bool phi3) {
+std::string HfName(const std::string& g, bool gemma, bool phi3, bool gpt_oss) {
   if (phi3 && g.ends_with(".ffn_up.weight"))  // phi3's gate|up rows
     return "model.layers." + g.substr(4, g.find('.', 4) - 4) + ".mlp.gate_up_proj.weight";
   if (gemma &&
@@ -301,9 +302,17 @@ std::string HfName(const std::string& g, bool gemma, bool phi3) {
       {"post_attention_norm.weight", "post_attention_layernorm.weight"},  // olmo2 (no ffn_norm there)
       {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
       {"ffn_gate_inp.weight", "mlp.gate.weight"}};
+  static const std::map<std::string, std::string> kGptOss = {
+      {"attn_q.bias", "self_attn.q_proj.bias"}, {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.bias", "self_attn.v_proj.bias"}, {"attn_output.bias", "self_attn.o_proj.bias"},
+      {"attn_sinks.weight", "self_attn.sinks"}, {"ffn_gate_inp.weight", "mlp.router.weight"},
+      {"ffn_gate_inp.bias", "mlp.router.bias"}};
   if (auto it = kGlobal.find(g); it != kGlobal.end()) return it->second;
   const size_t dot = g.find('.', 4);
-  return "model.layers." + g.substr(4, dot - 4) + "." + kLayer.at(g.substr(dot + 1));
+  const std::string suffix = g.substr(dot + 1);
+  if (auto it = kGptOss.find(suffix); gpt_oss && it != kGptOss.end())
+    return "model.layers." + g.substr(4, dot - 4) + "." + it->second;
+  return "model.layers." + g.substr(4, dot - 4) + "." + kLayer.at(suffix);
 }
 
 // llama.cpp's convert permutes llama-style q/k rows from rotate-half into interleaved pairs;
@@ -311,6 +320,46 @@ std::string HfName(const std::string& g, bool gemma, bool phi3) {
 int64_t GgufRow(int64_t hf_row, int64_t head_dim) {
   const int64_t h = hf_row / head_dim, r = hf_row % head_dim, half = head_dim / 2;
   return h * head_dim + (r % half) * 2 + r / half;
+}
+
+// transformers' GptOssExperts parameters of layer l from the GGUF's f32 experts: gate_up_proj
+// [E, dim, 2F] (x @ W; gate in even columns, up in odd), gate_up_proj_bias [E, 2F], down_proj
+// [E, F, dim], down_proj_bias [E, dim]. `store` keeps the data alive; it must not reallocate.
+void WriteGptOssExperts(const formats::WeightSource& gguf, const ModelConfig& c,
+                        std::vector<std::vector<float>>& store,
+                        std::vector<formats::SafetensorsTensor>& out) {
+  auto f32 = [&](const std::string& name) {
+    const formats::TensorRef* t = gguf.FindTensor(name);
+    EXPECT_TRUE(t && t->dtype == DType::kF32) << name;
+    return static_cast<const float*>(t->data);
+  };
+  const int64_t E = c.n_expert, F = c.expert_ffn_dim, D = c.dim;
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".",
+                      h = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    const float *gate = f32(b + "ffn_gate_exps.weight"), *up = f32(b + "ffn_up_exps.weight"),
+                *down = f32(b + "ffn_down_exps.weight"), *gate_b = f32(b + "ffn_gate_exps.bias"),
+                *up_b = f32(b + "ffn_up_exps.bias");
+    std::vector<float>& gu = store.emplace_back(static_cast<size_t>(E * D * 2 * F));  // [E, D, 2F]
+    std::vector<float>& gub = store.emplace_back(static_cast<size_t>(E * 2 * F));     // [E, 2F]
+    std::vector<float>& dn = store.emplace_back(static_cast<size_t>(E * F * D));      // [E, F, D]
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t j = 0; j < F; ++j) {
+        gub[(e * F + j) * 2] = gate_b[e * F + j];
+        gub[(e * F + j) * 2 + 1] = up_b[e * F + j];
+        for (int64_t d = 0; d < D; ++d) {
+          gu[(e * D + d) * 2 * F + 2 * j] = gate[(e * F + j) * D + d];
+          gu[(e * D + d) * 2 * F + 2 * j + 1] = up[(e * F + j) * D + d];
+          dn[(e * F + j) * D + d] = down[(e * D + d) * F + j];
+        }
+      }
+    const formats::TensorRef* db = gguf.FindTensor(b + "ffn_down_exps.bias");
+    ASSERT_TRUE(db);
+    out.push_back({h + "gate_up_proj", DType::kF32, {E, D, 2 * F}, gu.data(), gu.size() * 4});
+    out.push_back({h + "gate_up_proj_bias", DType::kF32, {E, 2 * F}, gub.data(), gub.size() * 4});
+    out.push_back({h + "down_proj", DType::kF32, {E, F, D}, dn.data(), dn.size() * 4});
+    out.push_back({h + "down_proj_bias", DType::kF32, {E, D}, db->data, db->nbytes});
+  }
 }
 
 // Writes dir/config.json + model.safetensors holding the GGUF's f32 weights under HF names.
@@ -321,9 +370,12 @@ void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, cons
   std::vector<std::vector<float>> store;
   store.reserve(gguf.tensors().size() * static_cast<size_t>(c.n_expert + 1) * 3);
   std::vector<formats::SafetensorsTensor> out;
+  const bool gpt_oss = c.arch == "gpt-oss";
+  if (gpt_oss) WriteGptOssExperts(gguf, c, store, out);
   for (const formats::TensorRef& t : gguf.tensors()) {
     ASSERT_EQ(t.dtype, DType::kF32) << t.name;
     if (t.name.rfind("rope_factors_", 0) == 0) continue;  // config.json's rope_scaling (Phi3Config)
+    if (gpt_oss && t.name.find("_exps.") != std::string::npos) continue;  // WriteGptOssExperts
     const auto* f = static_cast<const float*>(t.data);
     if (t.name.ends_with("_exps.weight")) {  // [E, rows, cols] -> one tensor per expert
       const std::string which =
@@ -350,7 +402,7 @@ void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, cons
         std::copy_n(f + GgufRow(r, c.head_dim) * cols, cols, w.begin() + r * cols);
     }
     out.push_back(
-        {HfName(t.name, c.gelu_ffn, c.fused_gate_up), DType::kF32, t.shape, w.data(), w.size() * 4});
+        {HfName(t.name, c.gelu_ffn, c.fused_gate_up, gpt_oss), DType::kF32, t.shape, w.data(), w.size() * 4});
   }
   ASSERT_TRUE(formats::WriteSafetensors(dir + "/model.safetensors", out).ok());
   std::ofstream(dir + "/config.json")
@@ -406,6 +458,8 @@ TEST(Architectures, HfFolderMatchesGguf) {
       {"gemma3-tiny", "Gemma3ForCausalLM",
        R"(, "query_pre_attn_scalar": 32, "sliding_window": 32, "rope_local_base_freq": 10000.0, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"])"},
       {"phi3-tiny", "Phi3ForCausalLM", nullptr},  // extra keys from the file: Phi3Config
+      {"gpt-oss-tiny", "GptOssForCausalLM",
+       R"(, "num_local_experts": 8, "num_experts_per_tok": 4, "sliding_window": 32, "swiglu_limit": 7.0, "attention_bias": true, "max_position_embeddings": 512, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"], "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "original_max_position_embeddings": 128, "truncate": false})"},
   };
   for (const HfCase& hc : cases) {
     const std::string dir = testing::TempDir();
@@ -440,6 +494,124 @@ TEST(Architectures, HfFolderMatchesGguf) {
         EXPECT_GT(MaxAbs(b), 0.1) << hc.preset;
       }
     }
+  }
+}
+
+// openai's MXFP4 checkpoint layout of one expert matrix: blocks [E, rows, nb, 16] (elements 2i and
+// 2i + 1 in byte i's low and high nibble) and scales [E, rows, nb], from ggml's 17-byte blocks
+// (scale, then element j low and j + 16 high in byte j). `rows_of`: the checkpoint row r's GGUF
+// tensor and row (gate_up: even rows gate, odd rows up).
+struct Mxfp4Hf {
+  std::vector<uint8_t> blocks, scales;
+};
+Mxfp4Hf ToHfMxfp4(const std::vector<const formats::TensorRef*>& parts, int64_t E, int64_t rows_each) {
+  const int64_t cols = parts[0]->shape[2], nb = cols / 32;
+  const int64_t R = rows_each * static_cast<int64_t>(parts.size());
+  Mxfp4Hf h;
+  h.blocks.resize(static_cast<size_t>(E * R * nb * 16));
+  h.scales.resize(static_cast<size_t>(E * R * nb));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < R; ++r) {
+      const formats::TensorRef* t = parts[static_cast<size_t>(r) % parts.size()];
+      const int64_t src_row = r / static_cast<int64_t>(parts.size());
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto* in = static_cast<const uint8_t*>(t->data) + ((e * rows_each + src_row) * nb + b) * 17;
+        const size_t o = static_cast<size_t>((e * R + r) * nb + b);
+        h.scales[o] = in[0];
+        auto elem = [&](int k) { return k < 16 ? in[1 + k] & 0x0F : in[1 + k - 16] >> 4; };
+        for (int i = 0; i < 16; ++i)
+          h.blocks[o * 16 + static_cast<size_t>(i)] =
+              static_cast<uint8_t>(elem(2 * i) | elem(2 * i + 1) << 4);
+      }
+    }
+  return h;
+}
+
+// An MXFP4 gpt-oss checkpoint (experts as *_blocks / *_scales, quant_method mxfp4) loads into the
+// very bytes llama.cpp's converter writes: the GGUF's MXFP4 expert tensors, byte for byte.
+TEST(Architectures, GptOssHfMxfp4ExpertsEqualGgufBytes) {
+  const std::string dir = testing::TempDir();
+  testing::OpenedModel g =
+      testing::OpenTestModel(testing::WriteSyntheticTestModel(dir, "gpt-oss-tiny", DType::kMXFP4));
+  ASSERT_TRUE(g.src);
+  const ModelConfig& c = g.cfg;
+  const int64_t E = c.n_expert, F = c.expert_ffn_dim, D = c.dim;
+  std::vector<Mxfp4Hf> keep;
+  keep.reserve(static_cast<size_t>(2 * c.n_layers));
+  std::vector<formats::SafetensorsTensor> out;
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".",
+                      h = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    const formats::TensorRef *gate = g.src->FindTensor(b + "ffn_gate_exps.weight"),
+                             *up = g.src->FindTensor(b + "ffn_up_exps.weight"),
+                             *down = g.src->FindTensor(b + "ffn_down_exps.weight");
+    ASSERT_TRUE(gate && up && down);
+    ASSERT_EQ(gate->dtype, DType::kMXFP4);
+    const Mxfp4Hf& gu = keep.emplace_back(ToHfMxfp4({gate, up}, E, F));
+    const Mxfp4Hf& dn = keep.emplace_back(ToHfMxfp4({down}, E, D));
+    out.push_back(
+        {h + "gate_up_proj_blocks", DType::kU8, {E, 2 * F, D / 32, 16}, gu.blocks.data(), gu.blocks.size()});
+    out.push_back(
+        {h + "gate_up_proj_scales", DType::kU8, {E, 2 * F, D / 32}, gu.scales.data(), gu.scales.size()});
+    out.push_back(
+        {h + "down_proj_blocks", DType::kU8, {E, D, F / 32, 16}, dn.blocks.data(), dn.blocks.size()});
+    out.push_back({h + "down_proj_scales", DType::kU8, {E, D, F / 32}, dn.scales.data(), dn.scales.size()});
+  }
+  const std::string hf = dir + "/hf-gpt-oss-mxfp4";
+  std::filesystem::create_directories(hf);
+  ASSERT_TRUE(formats::WriteSafetensors(hf + "/model.safetensors", out).ok());
+  const std::string config =
+      R"({"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512,
+          "num_local_experts": 8, "num_experts_per_tok": 4, "sliding_window": 32,
+          "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}})";
+  std::ofstream(hf + "/config.json") << config;
+  auto src = formats::OpenWeightSource(hf);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  int compared = 0;
+  for (const formats::TensorRef& t : (*src)->tensors()) {
+    const formats::TensorRef* want = g.src->FindTensor(t.name);
+    ASSERT_TRUE(want) << t.name;
+    EXPECT_EQ(t.dtype, DType::kMXFP4) << t.name;
+    EXPECT_EQ(t.shape, want->shape) << t.name;
+    ASSERT_EQ(t.nbytes, want->nbytes) << t.name;
+    EXPECT_EQ(std::memcmp(t.data, want->data, t.nbytes), 0) << t.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3 * c.n_layers);
+
+  // A checkpoint with blocks but no scales, or rows that cannot be gate/up pairs, is refused by name.
+  out.erase(out.begin() + 1);
+  ASSERT_TRUE(formats::WriteSafetensors(hf + "/model.safetensors", out).ok());
+  auto bad = formats::OpenWeightSource(hf);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gate_up_proj_scales"), std::string::npos) << bad.status().ToString();
+}
+
+// config.json values the forward pass cannot honour are refused, naming the key.
+TEST(Architectures, GptOssHfConfigRefusesWhatItCannotRun) {
+  const std::string dir = testing::TempDir() + "/hf-gpt-oss-bad";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(formats::WriteSafetensors(dir + "/model.safetensors", {}).ok());
+  const std::string base =
+      R"({"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512)";
+  const std::pair<const char*, const char*> cases[] = {
+      {R"(, "num_experts_per_tok": 4, "sliding_window": 32)", "num_local_experts"},
+      {R"(, "num_local_experts": 8, "num_experts_per_tok": 4)", "sliding_window"},
+      {R"(, "num_local_experts": 2, "num_experts_per_tok": 4, "sliding_window": 32)", "num_experts_per_tok"},
+      {R"(, "num_local_experts": 8, "num_experts_per_tok": 4, "sliding_window": 32, "swiglu_limit": 10.0)",
+       "swiglu_limit"},
+      {R"(, "num_local_experts": 8, "num_experts_per_tok": 4, "sliding_window": 32, "layer_types": ["full_attention"])",
+       "layer_types"},
+      {R"(, "num_local_experts": 8, "num_experts_per_tok": 4, "sliding_window": 32, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 16.0})",
+       "beta_fast"},
+  };
+  for (const auto& [extra, key] : cases) {
+    std::ofstream(dir + "/config.json") << base << extra << "}";
+    auto src = formats::OpenWeightSource(dir);
+    ASSERT_FALSE(src.ok()) << key;
+    EXPECT_NE(src.status().message().find(key), std::string::npos) << src.status().ToString();
   }
 }
 

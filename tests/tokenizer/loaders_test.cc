@@ -2,6 +2,7 @@
 // vocabularies of the same models, plus their error paths.
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "tokenizer_test_util.h"
@@ -201,6 +202,37 @@ TEST(HfTokenizerJson, UnknownByteLevelPreTokenizerIsUnsupported) {
   auto st = LoadHfTokenizerJson(WriteTemp(dir, "tokenizer.json", odd)).status();
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
   EXPECT_NE(st.message().find("pre_tokenizer"), std::string::npos) << st.ToString();
+}
+
+// gpt-oss's tokenizer.json form: o200k_base's split regex, then byte-level without its own regex.
+// The regex is recognized as llama.cpp's "gpt-4o" family, whose split (unlike llama3's) breaks
+// "HelloWorld" at the case change, so the merges that would join it never apply across it.
+TEST(HfTokenizerJson, O200kSplitIsTheGpt4oFamily) {
+  const std::string dir = testing::TempDir() + "/o200k";
+  std::filesystem::create_directories(dir);
+  const std::string kO200k =
+      R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  nlohmann::json vocab = nlohmann::json::object();
+  for (const char* t : {"H", "e", "l", "o", "W", "r", "d", "He", "Hel", "Hell", "Hello", "Wo", "Wor", "Worl",
+                        "World", "HelloWorld"})
+    vocab[t] = static_cast<int>(vocab.size());
+  const nlohmann::json j = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", {"H e", "He l", "Hel l", "Hell o", "W o", "Wo r", "Wor l", "Worl d", "Hello World"}}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", kO200k}}}, {"behavior", "Isolated"}},
+          {{"type", "ByteLevel"}, {"use_regex", false}}}}}},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  auto md = LoadHfTokenizerJson(WriteTemp(dir, "tokenizer.json", j.dump()));
+  ASSERT_TRUE(md.ok()) << md.status().ToString();
+  EXPECT_EQ(md->GetString("tokenizer.ggml.pre"), "gpt-4o");
+  auto tok = Tokenizer::FromMetadata(*md);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(tok->Encode("HelloWorld", false, false), std::vector<int32_t>({vocab["Hello"], vocab["World"]}));
 }
 
 // A toy SentencePiece-converted tokenizer.json: merge ranks decide the order, both merge forms,
