@@ -207,6 +207,11 @@ class LlamaModel final : public Model {
   // gathered bytes are added to *gathered_bytes (when not null).
   Status Head(const Pass& p, const float* xn, int64_t n_out, const int32_t* top_k, float* logits,
               uint64_t* gathered_bytes) const;
+  // Pipeline: the last stage sends every stage the n_out logits rows [n_out, n_vocab], each as
+  // Head left it: whole when top_k[i] is 0, else only its top_k[i] largest as (logit, token)
+  // pairs, scattered on arrival (the rest -inf). Bytes sent are added to *sent_bytes.
+  Status BroadcastLogits(const Pass& p, int64_t n_out, const int32_t* top_k, float* logits,
+                         uint64_t* sent_bytes) const;
   // The element-wise end of the head on rows [n_rows, width]: granite's logit scale, gemma's
   // soft cap (before any shard picks its largest logits, so that they are the final values).
   void FinishLogits(float* rows, int64_t n_rows, int64_t width) const;
@@ -753,12 +758,14 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                 l + 1 < stage_.last ? &layers_[static_cast<size_t>(l) + 1].attn_norm : nullptr, xn);
   }
 
-  const int64_t n_logits = b.NumLogits();
+  int32_t* top_k = p.s.layer.Ints(kRowTopK, n);  // [n_out] what each logits row needs
   if (pp + 1 < n_stages) {  // hand the stream on; the last stage sends back the logits
     FERRY_RETURN_IF_ERROR(par_.pp->Send(x, static_cast<size_t>(n * dim) * sizeof(float), pp + 1, kHiddenTag));
+    int64_t n_logits = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (b.want_logits[static_cast<size_t>(i)]) top_k[n_logits++] = b.LogitsTopK(static_cast<size_t>(i));
     if (n_logits > 0)
-      FERRY_RETURN_IF_ERROR(par_.pp->Broadcast(
-          logits, static_cast<size_t>(n_logits * c.n_vocab) * sizeof(float), n_stages - 1));
+      FERRY_RETURN_IF_ERROR(BroadcastLogits(p, n_logits, top_k, logits, options.logits_gathered_bytes));
     kv.EndForward(b);
     return Status::Ok();
   }
@@ -768,7 +775,6 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     for (int64_t i = 0; i < n; ++i)
       kernels::RmsNorm(x + i * dim, output_norm_.data(), options.hidden + i * dim, dim, c.rms_eps);
   int64_t n_out = 0;
-  int32_t* top_k = p.s.layer.Ints(kRowTopK, n);  // [n_out] what each logits row needs
   for (int64_t i = 0; i < n; ++i) {
     if (!b.want_logits[static_cast<size_t>(i)]) continue;
     top_k[n_out] = b.LogitsTopK(static_cast<size_t>(i));
@@ -780,9 +786,49 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   }
   if (n_out > 0) FERRY_RETURN_IF_ERROR(Head(p, xn, n_out, top_k, logits, options.logits_gathered_bytes));
   if (n_out > 0 && n_stages > 1)
-    FERRY_RETURN_IF_ERROR(
-        par_.pp->Broadcast(logits, static_cast<size_t>(n_out * c.n_vocab) * sizeof(float), n_stages - 1));
+    FERRY_RETURN_IF_ERROR(BroadcastLogits(p, n_out, top_k, logits, options.logits_gathered_bytes));
   kv.EndForward(b);
+  return Status::Ok();
+}
+
+Status LlamaModel::BroadcastLogits(const Pass& p, int64_t n_out, const int32_t* top_k, float* logits,
+                                   uint64_t* sent_bytes) const {
+  const int root = par_.pp_size() - 1;
+  const bool sender = par_.pp->rank() == root;
+  const int64_t n_vocab = config_.n_vocab;
+  const size_t row_bytes = static_cast<size_t>(n_vocab) * sizeof(float);
+  if (std::all_of(top_k, top_k + n_out, [](int32_t k) { return k == 0; })) {  // logprobs, perplexity
+    if (sent_bytes) *sent_bytes += static_cast<uint64_t>(n_out) * row_bytes;
+    return par_.pp->Broadcast(logits, static_cast<size_t>(n_out) * row_bytes, root);
+  }
+  size_t bytes = 0;
+  for (int64_t i = 0; i < n_out; ++i)
+    bytes += top_k[i] == 0
+                 ? row_bytes
+                 : static_cast<size_t>(ShardCandidateCount(top_k[i], n_vocab)) * sizeof(LogitCandidate);
+  uint8_t* msg = p.s.layer.Bytes(kLogitsSend, static_cast<int64_t>(bytes));  // rows in order
+  uint8_t* at = msg;
+  for (int64_t i = 0; i < n_out && sender; ++i) {
+    if (top_k[i] == 0) {
+      std::memcpy(at, logits + i * n_vocab, row_bytes);
+      at += row_bytes;
+    } else {
+      ShardTopK(logits + i * n_vocab, n_vocab, 0, top_k[i], reinterpret_cast<LogitCandidate*>(at));
+      at += static_cast<size_t>(ShardCandidateCount(top_k[i], n_vocab)) * sizeof(LogitCandidate);
+    }
+  }
+  FERRY_RETURN_IF_ERROR(par_.pp->Broadcast(msg, bytes, root));
+  if (sent_bytes) *sent_bytes += bytes;
+  for (int64_t i = 0; i < n_out && !sender; ++i) {
+    if (top_k[i] == 0) {
+      std::memcpy(logits + i * n_vocab, at, row_bytes);
+      at += row_bytes;
+    } else {
+      const size_t m = static_cast<size_t>(ShardCandidateCount(top_k[i], n_vocab));
+      ScatterCandidates({reinterpret_cast<const LogitCandidate*>(at), m}, logits + i * n_vocab, n_vocab);
+      at += m * sizeof(LogitCandidate);
+    }
+  }
   return Status::Ok();
 }
 

@@ -156,12 +156,20 @@ TEST(SplitModel, ReducedHeadGatherSamplesWhatTheWholeRowSamples) {
     EXPECT_EQ(got, want) << "top_k " << LogitsTopKNeeded(params);
     EXPECT_EQ(one, 0u);  // one process gathers nothing
     // The last stage's tensor ranks gather every rank's shard of the row, or its top K
-    // (logit, token) pairs.
+    // (logit, token) pairs; over pipeline stages the last one then sends every stage the row,
+    // or the row's top K pairs.
+    const int64_t k = LogitsTopKNeeded(params);
+    uint64_t want_full = 0, want_reduced = 0;
     if (g_tp > 1 && g_groups->pp->rank() == g_pp - 1) {
-      EXPECT_EQ(full, static_cast<uint64_t>(n_vocab) * sizeof(float));
-      EXPECT_EQ(reduced, static_cast<uint64_t>(g_tp * std::min<int64_t>(LogitsTopKNeeded(params), shard)) *
-                             sizeof(LogitCandidate));
+      want_full += static_cast<uint64_t>(n_vocab) * sizeof(float);
+      want_reduced += static_cast<uint64_t>(g_tp * std::min<int64_t>(k, shard)) * sizeof(LogitCandidate);
     }
+    if (g_pp > 1) {
+      want_full += static_cast<uint64_t>(n_vocab) * sizeof(float);
+      want_reduced += static_cast<uint64_t>(std::min<int64_t>(k, n_vocab)) * sizeof(LogitCandidate);
+    }
+    EXPECT_EQ(full, want_full);
+    EXPECT_EQ(reduced, want_reduced);
   }
 }
 
@@ -193,7 +201,9 @@ TEST(SplitModel, EachRowOfABatchGetsWhatItAsksFor) {
   }
   EXPECT_EQ(rows[1][0], rows[0][0]);  // the whole row, bit for bit
   for (size_t seq = 1; seq < 3; ++seq) {
-    if (g_tp == 1) {  // no vocabulary split: the head computes the whole row anyway
+    // The last stage without a vocabulary split computes the whole row anyway; the other
+    // stages receive only what the row asks for, as tensor ranks gather only that.
+    if (g_tp == 1 && g_groups->pp->rank() == g_pp - 1) {
       EXPECT_EQ(rows[1][seq], rows[0][seq]);
       continue;
     }
