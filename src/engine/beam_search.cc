@@ -59,9 +59,10 @@ class BeamKv {
     const int32_t per_seq = (max_len + block_size - 1) / block_size;
     // Worst case: every beam private, plus one block of copy-on-write headroom each.
     const int32_t num_blocks = width * (per_seq + 1);
+    FERRY_ASSIGN_OR_RETURN(const KvCacheTypes layout, KvCacheTypesFor(c, types));
     FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
                            PagedKvCache::Create(c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim,
-                                                width, max_len, types));
+                                                width, max_len, layout));
     kv->cache = std::make_unique<PagedKvCache>(std::move(cache));
     kv->mgr = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{num_blocks, block_size, false});
     return kv;

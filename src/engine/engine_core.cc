@@ -14,7 +14,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   if (config.scheduler.max_batch_tokens <= 0)
     return InvalidArgumentError("--max-batch-tokens must be positive");
   if (config.scheduler.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
-  FERRY_RETURN_IF_ERROR(CheckKvCacheTypes(config.kv_types, mc.head_dim));  // before sizing blocks in them
+  // Before sizing blocks in them; with the model's layout (a latent cache stores no V).
+  FERRY_ASSIGN_OR_RETURN(const KvCacheTypes kv_types, KvCacheTypesFor(mc, config.kv_types));
 
   std::optional<KvBudgetConfig> budget = config.kv_budget;
   if (!budget) {
@@ -80,7 +81,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
         : budget                        ? "a KV budget"
                                         : "freeing turned off");
   const size_t block_bytes = PagedKvCache::BlockBytes(groups.layers_per_group, config.block_size,
-                                                      mc.n_kv_heads, mc.head_dim, config.kv_types);
+                                                      mc.n_kv_heads, mc.head_dim, kv_types);
   int64_t num_blocks = config.num_blocks;
   if (num_blocks <= 0) num_blocks = static_cast<int64_t>(config.kv_cache_bytes / block_bytes);
   if (num_blocks <= 0)
@@ -98,7 +99,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   FERRY_ASSIGN_OR_RETURN(
       PagedKvCache cache,
       PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size, mc.n_kv_heads,
-                           mc.head_dim, sc.max_num_seqs, sc.max_seq_len, config.kv_types, std::move(groups)));
+                           mc.head_dim, sc.max_num_seqs, sc.max_seq_len, kv_types, std::move(groups)));
   e->cache_ = std::make_unique<PagedKvCache>(std::move(cache));
   e->pool_ = std::make_unique<ThreadPool>(config.threads);
   e->kv_ = std::make_unique<kv::KvCacheManager>(
@@ -110,7 +111,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
           "--no-prefix-caching{})",
           budget ? " and --kv-policy" : "");
     kv::PrefixTierConfig tc = config.prefix_tiers;
-    tc.fingerprint = PrefixTierFingerprint(tc.fingerprint, mc, config.kv_types, config.block_size,
+    tc.fingerprint = PrefixTierFingerprint(tc.fingerprint, mc, kv_types, config.block_size,
                                            e->cache_->BlockContentBytes());
     FERRY_ASSIGN_OR_RETURN(e->tiers_, kv::TieredBlockStore::Create(tc));
     e->block_content_ = std::make_unique<PagedBlockContent>(*e->cache_);
@@ -142,16 +143,15 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   FERRY_ASSIGN_OR_RETURN(
       e->proposer_, spec::CreateProposer(config.spec, mc,
                                          spec::DraftKvConfig{draft_blocks, config.block_size, sc.max_num_seqs,
-                                                             sc.max_seq_len, config.kv_types},
+                                                             sc.max_seq_len, kv_types},
                                          e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(),
                                              config.sparsity ? *config.sparsity : model.sparsity(), budget);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   if (leads) {
     e->leader_ = std::make_unique<StepLeader>(*config.followers, config.follower_heartbeat_s);
-    FERRY_RETURN_IF_ERROR(
-        e->leader_->Start(FollowerCacheShape{static_cast<int32_t>(num_blocks), config.block_size,
-                                             sc.max_num_seqs, sc.max_seq_len, config.kv_types}));
+    FERRY_RETURN_IF_ERROR(e->leader_->Start(FollowerCacheShape{
+        static_cast<int32_t>(num_blocks), config.block_size, sc.max_num_seqs, sc.max_seq_len, kv_types}));
     e->runner_->LeadFollowers(e->leader_.get());
   }
   return e;

@@ -90,10 +90,11 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
       case kStart: {
         FERRY_ASSIGN_OR_RETURN(shape, DecodeCacheShape(words));
         cache.reset();
+        FERRY_ASSIGN_OR_RETURN(const KvCacheTypes layout, KvCacheTypesFor(mc, shape.kv_types));
         FERRY_ASSIGN_OR_RETURN(
             PagedKvCache c,
             PagedKvCache::Create(mc.n_layers, shape.num_blocks, shape.block_size, mc.n_kv_heads, mc.head_dim,
-                                 shape.n_slots, shape.max_seq_len, shape.kv_types));
+                                 shape.n_slots, shape.max_seq_len, layout));
         cache.emplace(std::move(c));
         continue;
       }

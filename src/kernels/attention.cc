@@ -51,8 +51,10 @@ struct AttnArgs {
   const float* q;
   const int32_t* q_pos;
   int n_heads, head_dim, group;  // group = query heads per KV head
-  int64_t k_row, v_row;          // bytes of one head row of K / V (kv_row.h KvRowBytes)
-  int64_t k_stride, v_stride;    // bytes per token slot: n_kv_heads * k_row / v_row
+  int v_dim;                     // values per V row (kv.ValueDim: head_dim, or MLA's latent width)
+  int64_t k_row, v_row;          // bytes of one head row of K / of the v_dim values read of V
+  int64_t k_stride, v_stride;    // bytes per token slot: n_kv_heads * k_row / v_row (v_in_k: k_stride)
+  int64_t v_head;                // bytes from one KV head's V row to the next
   float scale;
   AttentionVariant variant;
   const KvBlocks* kv;
@@ -66,7 +68,7 @@ struct Task {
   int t0, nq, h0, nh;
 };
 
-// A partial softmax of R rows: m, l: [R]; acc: [R, head_dim].
+// A partial softmax of R rows: m, l: [R]; acc: [R, v_dim].
 struct Partial {
   float* m;
   float* l;
@@ -78,7 +80,7 @@ struct Partial {
 //   q_rows, acc_rows: [R] pointers of the rows active in the current key tile
 //   ids:   [R] their task row indices; n_valid: [R] their keys in the tile, of which the first
 //          n_masked: [R] are before the row's sliding window
-//   run, part: partial softmaxes of R rows ([R] m, [R] l, [R, head_dim] acc each)
+//   run, part: partial softmaxes of R rows ([R] m, [R] l, [R, v_dim] acc each)
 struct Scratch {
   std::vector<float> s;
   std::vector<const float*> q_rows;
@@ -131,7 +133,7 @@ void ShapeScores(const internal::KernelTable& tab, const AttentionVariant& v, fl
 // task's; rows not reaching chunk c are left untouched). Returns whether any row did.
 bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
                  const Partial& p, Scratch& w) {
-  const int hd = a.head_dim, nh = task.nh;
+  const int hd = a.head_dim, dv = a.v_dim, nh = task.nh;
   const int k0 = c * kKvChunk;
   int k_end = k0;  // the furthest key any row reads in this chunk
   for (int qi = 0; qi < task.nq; ++qi) {
@@ -141,14 +143,15 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
       const int r = qi * nh + i;
       p.m[r] = -std::numeric_limits<float>::infinity();
       p.l[r] = 0.f;
-      std::fill(p.acc + static_cast<int64_t>(r) * hd, p.acc + static_cast<int64_t>(r + 1) * hd, 0.f);
+      std::fill(p.acc + static_cast<int64_t>(r) * dv, p.acc + static_cast<int64_t>(r + 1) * dv, 0.f);
     }
   }
   if (k_end == k0) return false;
   const KvBlocks& kv = *a.kv;
   const int kvh = task.h0 / a.group;
   const uint8_t* k_cache = static_cast<const uint8_t*>(kv.k_cache) + kvh * a.k_row;
-  const uint8_t* v_cache = static_cast<const uint8_t*>(kv.v_cache) + kvh * a.v_row;
+  const uint8_t* v_cache =
+      static_cast<const uint8_t*>(kv.v_in_k > 0 ? kv.k_cache : kv.v_cache) + kvh * a.v_head;
   for (int pos = k0; pos < k_end;) {
     const int blk0 = pos / kv.block_size * kv.block_size;
     const int64_t phys = kv.block_table[blk0 / kv.block_size];
@@ -168,7 +171,7 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
           w.n_valid[na] = std::min(n_keys, p1) - p0;
           w.n_masked[na] = std::max(0, lo - p0);
           w.q_rows[na] = a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
-          w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * hd;
+          w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * dv;
           ++na;
         }
       }
@@ -199,10 +202,10 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
         float tile_sum;
         const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,
                                          &p.m[r], &tile_sum);
-        if (c != 1.f) tab.scale(w.acc_rows[x], c, hd);  // the max grew: rescale (exact skip when c = 1)
+        if (c != 1.f) tab.scale(w.acc_rows[x], c, dv);  // the max grew: rescale (exact skip when c = 1)
         p.l[r] = p.l[r] * c + tile_sum;
       }
-      a.pv(w.s.data(), kKeyTile, na, v_tile, a.v_stride, n, hd, w.acc_rows.data());
+      a.pv(w.s.data(), kKeyTile, na, v_tile, a.v_stride, n, dv, w.acc_rows.data());
     }
     pos = blk_end;
   }
@@ -224,7 +227,7 @@ void MergeRow(const internal::KernelTable& tab, int r, int hd, const Partial& ru
 // Merges the rows of `task` that reached chunk c into run; a row's first chunk is copied.
 void MergeChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, int c,
                 const Partial& run, const Partial& part) {
-  const int hd = a.head_dim;
+  const int hd = a.v_dim;
   for (int qi = 0; qi < task.nq; ++qi) {
     if (!ReachesChunk(a, task.t0 + qi, c)) continue;
     const bool first = c == FirstChunk(a, task.t0 + qi);
@@ -242,7 +245,7 @@ void MergeChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task&
 }
 
 void Finish(const AttnArgs& a, const Task& task, const Partial& run) {
-  const int hd = a.head_dim;
+  const int hd = a.v_dim;
   for (int qi = 0; qi < task.nq; ++qi) {
     for (int i = 0; i < task.nh; ++i) {
       const int r = qi * task.nh + i;
@@ -270,18 +273,22 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                const AttentionVariant& variant) {
   if (n_q <= 0 || n_heads <= 0) return;
   const internal::KernelTable& tab = internal::Table();
-  FERRY_CHECK(KvTypeFits(kv.k_type, head_dim) && KvTypeFits(kv.v_type, head_dim));
+  const int dv = kv.ValueDim(head_dim);
+  FERRY_CHECK(KvTypeFits(kv.k_type, head_dim) && KvTypeFits(kv.v_type, dv) && dv <= head_dim);
+  FERRY_CHECK(kv.v_in_k == 0 || kv.v_type == kv.k_type);
   const int64_t k_row = static_cast<int64_t>(KvRowBytes(kv.k_type, head_dim));
-  const int64_t v_row = static_cast<int64_t>(KvRowBytes(kv.v_type, head_dim));
+  const int64_t v_row = static_cast<int64_t>(KvRowBytes(kv.v_type, dv));
   const AttnArgs a{q,
                    q_pos,
                    n_heads,
                    head_dim,
                    n_heads / n_kv_heads,
+                   dv,
                    k_row,
                    v_row,
                    k_row * n_kv_heads,
-                   v_row * n_kv_heads,
+                   kv.v_in_k > 0 ? k_row * n_kv_heads : v_row * n_kv_heads,
+                   kv.v_in_k > 0 ? k_row : v_row,
                    scale,
                    variant,
                    &kv,
@@ -318,7 +325,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
       --q_tile;
     const int n_tiles = (n_q + q_tile - 1) / q_tile;
     auto work = [&](int64_t begin, int64_t end) {
-      Scratch w(q_tile * per_task, head_dim);
+      Scratch w(q_tile * per_task, dv);
       for (int64_t idx = begin; idx < end; ++idx) {
         // Tiles taken from both ends in turn: a thread's contiguous range of tasks then mixes
         // short (early) and long (late) causal rows, balancing a whole prefill.
@@ -345,7 +352,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
   // Split schedule: item = (query, head task, chunk), partials in scratch, merged in order.
   const int per_task = pick_per_task(static_cast<int64_t>(n_q) * max_chunks);
   const int tasks_per_q = n_heads / per_task;
-  const int64_t part_floats = static_cast<int64_t>(per_task) * (head_dim + 2);
+  const int64_t part_floats = static_cast<int64_t>(per_task) * (dv + 2);
   const int64_t n_items = static_cast<int64_t>(n_q) * tasks_per_q * max_chunks;
   std::vector<float> parts(static_cast<size_t>(n_items * part_floats));  // [n_items, part_floats]
   auto part_at = [&](int64_t item) {
@@ -357,7 +364,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                 per_task};
   };
   pool->ParallelFor(n_items, [&](int64_t begin, int64_t end) {
-    Scratch w(per_task, head_dim);
+    Scratch w(per_task, dv);
     for (int64_t item = begin; item < end; ++item)
       AttendChunk(tab, a, task_of(item / max_chunks), static_cast<int>(item % max_chunks), part_at(item), w);
   });

@@ -249,6 +249,7 @@ void AttentionSparse(const float* q, int n_q, const int32_t* q_pos, int n_heads,
   if (n_q <= 0 || n_heads <= 0) return;
   const internal::KernelTable& tab = internal::Table();
   FERRY_CHECK(KvTypeFits(kv.k_type, head_dim) && KvTypeFits(kv.v_type, head_dim));
+  FERRY_CHECK(kv.v_in_k == 0);  // models with a latent V cache run dense attention only
   const Args a{q,
                q_pos,
                n_heads,

@@ -188,11 +188,16 @@ struct KvBlocks {
   const float* k_i8_scale = nullptr;
   DType k_type = DType::kF32;
   DType v_type = DType::kF32;
+  // > 0: no V rows of their own: a key's value is the first v_in_k values of its K row
+  // (multi-head latent attention's cache, whose V is the latent part of K): v_cache is ignored,
+  // v_type must equal k_type, and attention's output has v_in_k values per head.
+  int32_t v_in_k = 0;
+  int32_t ValueDim(int32_t head_dim) const { return v_in_k > 0 ? v_in_k : head_dim; }
 };
 
 // Causal attention of n_q query tokens of one sequence against its cached keys:
 //   q:     [n_q, n_heads, head_dim]; query t attends keys at positions 0..q_pos[t] inclusive
-//   out:   [n_q, n_heads, head_dim]
+//   out:   [n_q, n_heads, kv.ValueDim(head_dim)]
 // GQA: query head h reads kv head h / (n_heads / n_kv_heads). scale is usually 1/sqrt(head_dim).
 // Parallel over (query, head) with pool (may be null).
 // Gemma's variants (the defaults: plain causal attention as above).

@@ -164,13 +164,16 @@ StatusOr<std::unique_ptr<KvCache>> CreateKvCacheFor(const ModelConfig& c, const 
                                                     int32_t n_seqs, int32_t max_seq_len, int32_t max_batch,
                                                     SparsityStats* stats, const KvCacheTypes& types) {
   FERRY_ASSIGN_OR_RETURN(std::optional<KvBudgetConfig> budget, KvBudgetFromOptions(o));
+  FERRY_ASSIGN_OR_RETURN(const KvCacheTypes layout, KvCacheTypesFor(c, types));
   if (budget) {
-    FERRY_ASSIGN_OR_RETURN(auto cache, BudgetKvCache::Create(c.n_layers, n_seqs, max_seq_len, max_batch,
-                                                             c.n_kv_heads, c.head_dim, *budget, stats, types));
+    FERRY_ASSIGN_OR_RETURN(auto cache,
+                           BudgetKvCache::Create(c.n_layers, n_seqs, max_seq_len, max_batch, c.n_kv_heads,
+                                                 c.head_dim, *budget, stats, layout));
     return std::unique_ptr<KvCache>(std::move(cache));
   }
-  FERRY_ASSIGN_OR_RETURN(ContiguousKvCache cache, ContiguousKvCache::Create(c.n_layers, n_seqs, max_seq_len,
-                                                                            c.n_kv_heads, c.head_dim, types));
+  FERRY_ASSIGN_OR_RETURN(
+      ContiguousKvCache cache,
+      ContiguousKvCache::Create(c.n_layers, n_seqs, max_seq_len, c.n_kv_heads, c.head_dim, layout));
   return std::unique_ptr<KvCache>(std::make_unique<ContiguousKvCache>(std::move(cache)));
 }
 

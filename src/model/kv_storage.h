@@ -28,6 +28,10 @@ struct KvCacheTypes {
   // K's outlier channels are spread before the cache rounds them. A property of the cached
   // bytes, so it is part of the cache's identity (prefix tiers fingerprint it).
   bool rotate_k = false;
+  // > 0: V is not stored: a slot's value is the first v_in_k values of its K row (deepseek2's
+  // latent attention, whose V is the latent part of K; llama.cpp's MLA cache stores no V either).
+  // Then v must equal k. Set by KvCacheTypesFor from the model, never by a flag.
+  int32_t v_in_k = 0;
   static KvCacheTypes F32() { return {DType::kF32, DType::kF32}; }
   bool operator==(const KvCacheTypes&) const = default;
 };
@@ -37,6 +41,12 @@ StatusOr<DType> ParseKvCacheType(std::string_view name, std::string_view flag);
 // Whether a model with head_dim can store these types (q8_0/q4_0 need head_dim a multiple of
 // 32: blocks never straddle heads); the error names the flag to change.
 Status CheckKvCacheTypes(const KvCacheTypes& types, int32_t head_dim);
+
+struct ModelConfig;
+// The requested types with the layout `model`'s attention needs: v_in_k = kv_lora_rank for
+// multi-head latent attention (an error unless --cache-type-v equals --cache-type-k, as in
+// llama.cpp), 0 otherwise. Every cache made for a model gets its types through this.
+StatusOr<KvCacheTypes> KvCacheTypesFor(const ModelConfig& model, KvCacheTypes requested);
 
 class KvStorage {
  public:
@@ -54,10 +64,12 @@ class KvStorage {
   size_t value_slot_bytes() const { return v_row_ * static_cast<size_t>(n_kv_heads_); }
   size_t Bytes() const { return k_.size() + v_.size() + k_i8_.Bytes(); }
 
-  // Writes head `head` of slot `slot` from head_dim floats, rounded to the stored type.
+  // Writes head `head` of slot `slot` from head_dim floats, rounded to the stored type (values:
+  // nothing when they live in K, types().v_in_k).
   void StoreKey(size_t slot, int32_t head, const float* x);
   void StoreValue(size_t slot, int32_t head, const float* x);
-  // The stored values of slot `slot` as floats [n_kv_heads, head_dim].
+  // The stored values of slot `slot` as floats [n_kv_heads, head_dim] (values with v_in_k:
+  // [n_kv_heads, v_in_k], read from K).
   void LoadKey(size_t slot, float* x) const;
   void LoadValue(size_t slot, float* x) const;
   // The raw bytes of a slot (key_slot_bytes / value_slot_bytes long).

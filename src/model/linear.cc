@@ -110,6 +110,28 @@ Status AttachW8A8(const formats::WeightSource& src, const std::string& name, Lin
 
 }  // namespace
 
+StatusOr<std::vector<Linear>> LoadLinearStack(const formats::WeightSource& src, const std::string& name,
+                                              int64_t n_mats, int64_t n_out, int64_t n_in) {
+  const formats::TensorRef* t = src.FindTensor(name);
+  if (!t) return NotFoundError("'{}': tensor '{}' is missing", src.path(), name);
+  if (t->shape.size() != 3 || t->shape[0] != n_mats || t->shape[1] != n_out || t->shape[2] != n_in)
+    return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}, {}]", src.path(), name,
+                                t->ShapeString(), n_mats, n_out, n_in);
+  if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
+    return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src.path(),
+                            name, DTypeName(t->dtype));
+  auto row = RowBytesChecked(t->dtype, n_in);
+  if (!row || *row * static_cast<size_t>(n_out * n_mats) != t->nbytes)
+    return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src.path(), name,
+                                t->nbytes);
+  const size_t mat_bytes = *row * static_cast<size_t>(n_out);
+  std::vector<Linear> out;
+  for (int64_t m = 0; m < n_mats; ++m)
+    out.push_back(Linear{static_cast<const uint8_t*>(t->data) + static_cast<size_t>(m) * mat_bytes, t->dtype,
+                         n_out, n_in, mat_bytes, nullptr, nullptr, 0.f});
+  return out;
+}
+
 StatusOr<Linear> LoadLinear(const formats::WeightSource& src, const std::string& name, int64_t n_out,
                             int64_t n_in) {
   const formats::TensorRef* t = src.FindTensor(name);

@@ -52,4 +52,9 @@ Linear StackRows(std::initializer_list<Linear*> parts, ThreadPool* pool);
 StatusOr<Linear> LoadLinear(const formats::WeightSource& src, const std::string& name, int64_t n_out,
                             int64_t n_in);
 
+// Loads a 3-D tensor `name` of shape [n_mats, n_out, n_in] (deepseek2's per-head attn_k_b /
+// attn_v_b) as n_mats [n_out, n_in] Linears viewing its bytes. Not for W8A8 (int8) tensors.
+StatusOr<std::vector<Linear>> LoadLinearStack(const formats::WeightSource& src, const std::string& name,
+                                              int64_t n_mats, int64_t n_out, int64_t n_in);
+
 }  // namespace ferry

@@ -31,6 +31,11 @@ struct LayerWeights {
   Linear w_gate, w_up, w_down;        // [ffn, dim] x2, [dim, ffn]
   Linear wqkv, w_gate_up;             // stacked q|k|v, gate|up rows (linear.h StackRows); n_out 0 if not
   std::unique_ptr<MoeFfn> moe;        // MoE models: replaces w_gate/w_up/w_down
+  // deepseek2's MLA (cfg.IsMla(); then wq/wk/wv are unused but for wq without q_lora_rank):
+  Linear wq_a, wq_b;                       // [q_lora, dim], [n_heads mla_k_dim, q_lora] (q_lora_rank > 0)
+  std::vector<float> q_a_norm, kv_a_norm;  // [q_lora], [kv_lora]
+  Linear wkv_a;                            // [kv_lora + rot, dim]: compressed KV | shared k_pe
+  std::vector<Linear> wk_b, wv_b;          // [n_heads] x [kv_lora, nope] (W_UK^T), [v_dim, kv_lora] (W_UV)
 };
 
 // x[i] *= s: granite's multipliers and LongRoPE's attention factor, on buffers of a few rows
@@ -84,6 +89,36 @@ struct AttentionBlock {
   const int32_t* kv_heads = nullptr;  // [n_kv] cache KV head of each computed one; null: all, in order
   const int32_t* head_kv = nullptr;   // [n_q] cache KV head each query head reads; null: GQA grouping
 };
+
+// deepseek2's MLA projections of one layer (llama.cpp's names; the converter's split attn_k_b
+// and attn_v_b, one [rows, columns] matrix per head).
+Status LoadMla(const WeightReader& r, const formats::WeightSource& src, const ModelConfig& c,
+               const std::string& p, LayerWeights& w) {
+  const int64_t dim = c.dim, nh = c.n_heads, rank = c.kv_lora_rank, qd = nh * c.mla_k_dim;
+  if (c.q_lora_rank > 0) {
+    FERRY_ASSIGN_OR_RETURN(w.wq_a, r.Matrix(p + "attn_q_a.weight", c.q_lora_rank, dim));
+    FERRY_ASSIGN_OR_RETURN(w.q_a_norm, r.Vector(p + "attn_q_a_norm.weight", c.q_lora_rank));
+    FERRY_ASSIGN_OR_RETURN(w.wq_b, r.Matrix(p + "attn_q_b.weight", qd, c.q_lora_rank));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(w.wq, r.Matrix(p + "attn_q.weight", qd, dim));
+  }
+  FERRY_ASSIGN_OR_RETURN(w.wkv_a, r.Matrix(p + "attn_kv_a_mqa.weight", rank + c.rot_dim, dim));
+  FERRY_ASSIGN_OR_RETURN(w.kv_a_norm, r.Vector(p + "attn_kv_a_norm.weight", rank));
+  if (!r.Has(p + "attn_k_b.weight") && r.Has(p + "attn_kv_b.weight"))
+    return UnsupportedError(
+        "'{}': '{}attn_kv_b.weight' is the unsplit MLA projection of an old conversion; convert the model "
+        "again "
+        "with a current convert_hf_to_gguf.py (it writes attn_k_b and attn_v_b)",
+        src.path(), p);
+  FERRY_ASSIGN_OR_RETURN(w.wk_b, LoadLinearStack(src, p + "attn_k_b.weight", nh, rank, c.MlaNopeDim()));
+  FERRY_ASSIGN_OR_RETURN(w.wv_b, LoadLinearStack(src, p + "attn_v_b.weight", nh, c.mla_v_dim, rank));
+  FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, nh * c.mla_v_dim));
+  if (r.Has(p + "exp_probs_b.bias"))
+    return UnsupportedError(
+        "'{}': '{}exp_probs_b.bias' (DeepSeek-V3's expert selection bias) is not supported yet", src.path(),
+        p);
+  return Status::Ok();
+}
 
 // Keeps this tensor rank's share of a dense layer (model/parallel.h): q/k/v and gate/up by
 // output rows (views), W_o and down by input columns (copies), biases by rows. Before packing.
@@ -151,6 +186,12 @@ enum Slot : int {
   kGateUp,
   kTapped,
   kLogitsPart,
+  kMlaQa,   // [n, q_lora]
+  kMlaQ,    // [n, n_heads, mla_k_dim] the heads' own queries
+  kMlaKv,   // [n, kv_lora + rot] latent rows
+  kMlaIn,   // [n_heads, n, max(nope, kv_lora)] per-head inputs of W_UK^T / W_UV
+  kMlaOut,  // [n_heads, n, max(kv_lora, v_dim)] their outputs
+  kMlaV,    // [n, n_heads v_dim]
 };
 enum IntSlot : int { kKvSlots, kRowTopK };
 enum ByteSlot : int { kLogitsSend, kLogitsAll };
@@ -192,6 +233,12 @@ class LlamaModel final : public Model {
   void Tap(const Pass& p, int32_t l, InputKind input, const float* x, int64_t n_in) const;
   // xn: [n, dim] -> out: [n, dim] = W_o(attention(q, K, V)); appends the tokens' K/V.
   void Attention(const Pass& p, int32_t l, const float* xn, float* out) const;
+  // The same for deepseek2's multi-head latent attention (ModelConfig::IsMla).
+  void MlaAttention(const Pass& p, int32_t l, const float* xn, float* out) const;
+  // attn: [n, n_heads, value dims] = attention of q: [n, n_heads, head_dim] over layer l's cache
+  // (value dims: head_dim, or KvCacheTypes::v_in_k of a latent cache),
+  // one kernel call per sequence run (spread over the threads for decode batches).
+  void AttendRuns(const Pass& p, int32_t l, const AttentionBlock& blk, const float* q, float* attn) const;
   // One token's rotated k and its v ([n_kv, head_dim] each) into the cache at its slot.
   void WriteKv(const Pass& p, int32_t l, const AttentionBlock& blk, int64_t i, const float* k,
                const float* v) const;
@@ -254,6 +301,11 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   if (par.tp_size() > 1 && cfg.qk_norm_whole)
     return UnsupportedError("'{}': --tensor-parallel is not supported for {} (its q/k norm spans all heads)",
                             src.path(), cfg.arch);
+  // MLA's latent row is shared by all heads; deepseek2 runs exact and whole on each stage.
+  if (cfg.IsMla() && (par.tp_size() > 1 || !options.sparsity.Exact()))
+    return UnsupportedError(
+        "'{}': {} (multi-head latent attention) runs without --tensor-parallel and sparsity options",
+        src.path(), cfg.arch);
   if (par.pp_size() > cfg.n_layers)
     return InvalidArgumentError("--pipeline-parallel {}: the model has only {} layers", par.pp_size(),
                                 cfg.n_layers);
@@ -300,15 +352,19 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.attn_post_norm, r.Vector(p + "post_attention_norm.weight", dim));
       FERRY_ASSIGN_OR_RETURN(w.ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", dim));
     }
-    FERRY_RETURN_IF_ERROR(LoadQkv(r, p, q_dim, kv_dim, dim, w));
-    FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, q_dim));
+    if (cfg.IsMla()) {
+      FERRY_RETURN_IF_ERROR(LoadMla(r, src, cfg, p, w));
+    } else {
+      FERRY_RETURN_IF_ERROR(LoadQkv(r, p, q_dim, kv_dim, dim, w));
+      FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, q_dim));
+    }
     if (r.Has(p + "attn_output.bias")) {
       FERRY_ASSIGN_OR_RETURN(w.bo, r.Vector(p + "attn_output.bias", dim));
     }
     if (cfg.attn_sinks) {
       FERRY_ASSIGN_OR_RETURN(w.sinks, r.Vector(p + "attn_sinks.weight", cfg.n_heads));
     }
-    if (cfg.IsMoe()) {
+    if (cfg.IsMoeLayer(l)) {
       FERRY_ASSIGN_OR_RETURN(w.moe, MoeFfn::Load(src, cfg, l, options.repack_weights, &pack_pool));
       m->weight_bytes_ += w.moe->ActiveBytesPerToken();
     } else if (cfg.fused_gate_up) {  // phi3: [2 ffn, dim], gate rows then up rows (views)
@@ -328,8 +384,12 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.k_norm, r.Vector(p + "attn_k_norm.weight", kn));
     }
     if (par.tp_size() > 1) FERRY_RETURN_IF_ERROR(ShardLayer(w, m->shard_, cfg.head_dim, p, m->slices_));
-    for (Linear* lin : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
-      if (!lin->data) continue;  // MoE layers have no dense FFN
+    std::vector<Linear*> lins = {&w.wq,   &w.wk,     &w.wv,   &w.wo,   &w.w_gate,
+                                 &w.w_up, &w.w_down, &w.wq_a, &w.wq_b, &w.wkv_a};
+    for (Linear& h : w.wk_b) lins.push_back(&h);
+    for (Linear& h : w.wv_b) lins.push_back(&h);
+    for (Linear* lin : lins) {
+      if (!lin->data) continue;  // MoE layers have no dense FFN, MLA ones no wk/wv
       m->weight_bytes_ += lin->bytes;
       lin->MaybePack(options.repack_weights, &pack_pool);
     }
@@ -458,6 +518,12 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
         "sparse attention (head pruning, value skipping, progressive scores) is not supported for {} "
         "(sliding-window / soft-capped attention)",
         config_.arch);
+  if (config_.IsMla() && (options.taps || !so.Exact()))
+    return UnsupportedError(
+        "{} (multi-head latent attention) runs without activation taps (quantization calibration) or "
+        "sparsity "
+        "options",
+        config_.arch);
   if (par_.Split() && (options.taps || !so.Exact()))
     return UnsupportedError("a model split over processes runs without activation taps or sparsity options");
   if (par_.pp_size() > 1 && options.hidden)
@@ -546,6 +612,7 @@ void LlamaModel::WriteKv(const Pass& p, int32_t l, const AttentionBlock& blk, in
 
 void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out) const {
   const ModelConfig& c = config_;
+  if (c.IsMla()) return MlaAttention(p, l, xn, out);
   const AttentionBlock blk = BlockOf(l);
   const int64_t n = p.n, hd = c.head_dim, qd = blk.n_q * hd, kvd = blk.n_kv * hd;
   float* q = p.s.layer.Floats(kQ, n * qd);  // [n, n_q, hd] what attention reads
@@ -602,6 +669,19 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
     WriteKv(p, l, blk, i, ki, vi);
   }
   float* attn = p.s.layer.Floats(kAttn, n * qd);  // [n, n_q, hd]
+  AttendRuns(p, l, blk, q, attn);
+  Tap(p, l, InputKind::kAttnOut, attn, qd);
+  Apply(p, l, LinearKind::kO, *blk.wo, attn, out);
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  if (!w.bo.empty())
+    for (int64_t i = 0; i < n; ++i) kernels::AddInPlace(out + i * c.dim, w.bo.data(), c.dim);
+}
+
+void LlamaModel::AttendRuns(const Pass& p, int32_t l, const AttentionBlock& blk, const float* q,
+                            float* attn) const {
+  const ModelConfig& c = config_;
+  const int32_t v_in_k = p.kv.types().v_in_k;  // a latent cache: outputs of v_in_k values per head
+  const int64_t qd = blk.n_q * c.head_dim, od = blk.n_q * int64_t{v_in_k > 0 ? v_in_k : c.head_dim};
   const float scale = c.AttentionScale();
   const LayerWeights& w = layers_[static_cast<size_t>(l)];
   const kernels::AttentionVariant variant{c.IsSlidingLayer(l) ? c.sliding_window : 0, c.attn_softcap,
@@ -610,7 +690,7 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
     const int32_t seq = p.b.seq_ids[static_cast<size_t>(r.begin)];
     const int n_q = static_cast<int>(r.end - r.begin);
     attn_sparsity_.Attend(p.so, c, q + r.begin * qd, n_q, blk.n_q, blk.head_kv, p.slots + r.begin,
-                          p.kv.View(l, seq), attn + r.begin * qd, p.stats, pool, variant);
+                          p.kv.View(l, seq), attn + r.begin * od, p.stats, pool, variant);
     if (blk.head_kv) return;
     if (float* sums = p.kv.AttentionWeightSums(l, seq))  // H2O: what each kept key was paid
       kernels::AccumulateAttentionWeights(q + r.begin * qd, n_q, p.slots + r.begin, c.n_heads, c.n_kv_heads,
@@ -626,10 +706,79 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
   } else {
     for (const ForwardBatch::SeqRun& r : runs) attend(r, p.pool);
   }
-  Tap(p, l, InputKind::kAttnOut, attn, qd);
-  Apply(p, l, LinearKind::kO, *blk.wo, attn, out);
-  if (!w.bo.empty())
-    for (int64_t i = 0; i < n; ++i) kernels::AddInPlace(out + i * c.dim, w.bo.data(), c.dim);
+}
+
+void LlamaModel::MlaAttention(const Pass& p, int32_t l, const float* xn, float* out) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  const int64_t n = p.n, nh = c.n_heads, hd = c.head_dim, rank = c.kv_lora_rank, rot = c.rot_dim,
+                kd = c.mla_k_dim, nope = c.MlaNopeDim(), vd = c.mla_v_dim;
+  float* qh = p.s.layer.Floats(kMlaQ, n * nh * kd);  // [n, n_heads, nope | rope]
+  if (c.q_lora_rank > 0) {
+    const int64_t ql = c.q_lora_rank;
+    float* qa = p.s.layer.Floats(kMlaQa, n * ql);  // [n, q_lora]
+    w.wq_a.Apply(xn, n, qa, p.pool);
+    for (int64_t i = 0; i < n; ++i)
+      kernels::RmsNorm(qa + i * ql, w.q_a_norm.data(), qa + i * ql, ql, c.rms_eps);
+    w.wq_b.Apply(qa, n, qh, p.pool);
+  } else {
+    w.wq.Apply(xn, n, qh, p.pool);
+  }
+  float* kv = p.s.layer.Floats(kMlaKv, n * hd);  // [n, kv_lora | rope]
+  w.wkv_a.Apply(xn, n, kv, p.pool);
+  float* q = p.s.layer.Floats(kQ, n * nh * hd);  // [n, n_heads, kv_lora | rope] what attention reads
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t pos = p.b.positions[static_cast<size_t>(i)];
+    float *ki = kv + i * hd, *qi = q + i * nh * hd;
+    kernels::RmsNorm(ki, w.kv_a_norm.data(), ki, rank, c.rms_eps);
+    for (int64_t h = 0; h < nh; ++h) std::copy_n(qh + (i * nh + h) * kd + nope, rot, qi + h * hd + rank);
+    // The rope parts sit at offset kv_lora of each row: Rope rotates the first rot of each.
+    kernels::Rope(ki + rank, 1, static_cast<int>(hd), static_cast<int>(rot), pos, p.inv_freq, c.rope_neox);
+    kernels::Rope(qi + rank, static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(rot), pos,
+                  p.inv_freq, c.rope_neox);
+    if (c.rope_attn_factor != 1.0f) {  // YaRN's magnitude on the rotated dims
+      ScaleInPlace(ki + rank, rot, c.rope_attn_factor);
+      for (int64_t h = 0; h < nh; ++h) ScaleInPlace(qi + h * hd + rank, rot, c.rope_attn_factor);
+    }
+    const int32_t seq = p.b.seq_ids[static_cast<size_t>(i)], slot = p.slots[i];
+    p.kv.StoreKey(l, seq, slot, ki);
+    // V is the latent part of the same row: in it (KvCacheTypesFor's layout), or a copy beside it
+    // for a cache made without that layout (attention then returns whole rows; the first kv_lora count).
+    p.kv.StoreValue(l, seq, slot, ki);
+  }
+  // Per head: q_nope absorbed into the latent space (W_UK^T), later the latent output through
+  // W_UV; the heads run in parallel, each one small matrix over the pass's tokens.
+  const int64_t in_w = std::max(nope, rank), out_w = std::max(rank, vd);
+  float* hin = p.s.layer.Floats(kMlaIn, nh * n * in_w);     // [n_heads, n, in_w]
+  float* hout = p.s.layer.Floats(kMlaOut, nh * n * out_w);  // [n_heads, n, out_w]
+  auto per_head = [&](auto&& body) {
+    auto range = [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) body(h, hin + h * n * in_w, hout + h * n * out_w);
+    };
+    if (p.pool) {
+      p.pool->ParallelFor(nh, range);
+    } else {
+      range(0, nh);
+    }
+  };
+  per_head([&](int64_t h, float* x, float* y) {
+    for (int64_t i = 0; i < n; ++i) std::copy_n(qh + (i * nh + h) * kd, nope, x + i * nope);
+    w.wk_b[static_cast<size_t>(h)].Apply(x, n, y, nullptr);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(y + i * rank, rank, q + (i * nh + h) * hd);
+  });
+  AttentionBlock blk;
+  blk.n_q = static_cast<int>(nh);
+  blk.n_kv = 1;
+  const int64_t aw = p.kv.types().v_in_k > 0 ? rank : hd;
+  float* attn = p.s.layer.Floats(kAttn, n * nh * aw);  // [n, n_heads, aw]; the first kv_lora count
+  AttendRuns(p, l, blk, q, attn);
+  float* av = p.s.layer.Floats(kMlaV, n * nh * vd);  // [n, n_heads v_dim]
+  per_head([&](int64_t h, float* x, float* y) {
+    for (int64_t i = 0; i < n; ++i) std::copy_n(attn + (i * nh + h) * aw, rank, x + i * rank);
+    w.wv_b[static_cast<size_t>(h)].Apply(x, n, y, nullptr);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(y + i * vd, vd, av + i * nh * vd + h * vd);
+  });
+  w.wo.Apply(av, n, out, p.pool);
 }
 
 void LlamaModel::Ffn(const Pass& p, int32_t l, const float* xn, float* out) const {

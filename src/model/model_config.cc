@@ -8,7 +8,7 @@ namespace {
 // qwen2moe's router weights are used as the softmax gives them; Mixtral and qwen3moe
 // renormalize the top k (llama.cpp hard-codes both; the key, when present, decides).
 bool DefaultExpertWeightsNorm(const std::string& arch) {
-  return arch != "qwen2moe" && arch != "gpt-oss";
+  return arch != "qwen2moe" && arch != "gpt-oss" && arch != "deepseek2";
 }
 
 // llama.cpp's keys: "{arch}.expert_count", "expert_used_count", "expert_feed_forward_length",
@@ -145,6 +145,90 @@ Status ReadGemma(const Metadata& md, const std::string& p, ModelConfig* c) {
   return Status::Ok();
 }
 
+// deepseek2 as llama.cpp's src/models/deepseek2.cpp reads an MLA GGUF (the converter's split
+// attn_k_b / attn_v_b): the cache's one "head" is the latent row, attention.key_length =
+// kv_lora_rank + rope dims and value_length = kv_lora_rank; key/value_length_mla are a head's
+// real sizes. Leading dense layers, shared experts (expert_shared_count of the expert width,
+// ungated), scaled router weights, and YaRN's mscale folded into the score scale.
+Status ReadDeepseek2(const Metadata& md, const std::string& p, ModelConfig* c) {
+  if (c->arch != "deepseek2") return Status::Ok();
+  auto int_key = [&](const std::string& key, bool required, int64_t fallback, int32_t* out) -> Status {
+    auto v = md.GetInt(p + key);
+    if (!v && required) return InvalidArgumentError("metadata key '{}{}' is missing", p, key);
+    const int64_t x = v.value_or(fallback);
+    if (x < 0 || x > (1 << 20)) return InvalidArgumentError("'{}{}' = {} is out of range", p, key, x);
+    *out = static_cast<int32_t>(x);
+    return Status::Ok();
+  };
+  FERRY_RETURN_IF_ERROR(int_key("attention.kv_lora_rank", true, 0, &c->kv_lora_rank));
+  FERRY_RETURN_IF_ERROR(int_key("attention.q_lora_rank", false, 0, &c->q_lora_rank));
+  FERRY_RETURN_IF_ERROR(int_key("leading_dense_block_count", false, 0, &c->n_dense_layers));
+  if (!md.GetInt(p + "attention.key_length_mla") || !md.GetInt(p + "attention.value_length_mla"))
+    return UnsupportedError(
+        "'{}attention.key_length_mla' / 'value_length_mla' are missing: a DeepSeek GGUF with the unsplit "
+        "attn_kv_b tensor (converted before llama.cpp's MLA support) is not supported; convert it again with "
+        "a current convert_hf_to_gguf.py",
+        p);
+  FERRY_RETURN_IF_ERROR(int_key("attention.key_length_mla", true, 0, &c->mla_k_dim));
+  FERRY_RETURN_IF_ERROR(int_key("attention.value_length_mla", true, 0, &c->mla_v_dim));
+  if (c->kv_lora_rank == 0 || c->mla_v_dim == 0 || c->mla_k_dim <= c->rot_dim)
+    return InvalidArgumentError(
+        "'{}attention.kv_lora_rank' ({}), 'value_length_mla' ({}) must be positive and 'key_length_mla' ({}) "
+        "larger than 'rope.dimension_count' ({})",
+        p, c->kv_lora_rank, c->mla_v_dim, c->mla_k_dim, c->rot_dim);
+  if (c->n_kv_heads != 1 || c->head_dim != c->kv_lora_rank + c->rot_dim)
+    return InvalidArgumentError(
+        "'{}attention.head_count_kv' = {} and 'attention.key_length' = {}: an MLA GGUF caches one latent "
+        "head of kv_lora_rank + rope dims ({}); convert it again with a current convert_hf_to_gguf.py",
+        p, c->n_kv_heads, c->head_dim, c->kv_lora_rank + c->rot_dim);
+  if (c->n_dense_layers > c->n_layers)
+    return InvalidArgumentError("'{}leading_dense_block_count' = {} exceeds the {} layers", p,
+                                c->n_dense_layers, c->n_layers);
+  if (c->n_dense_layers < c->n_layers) {
+    if (!c->IsMoe()) return InvalidArgumentError("metadata key '{}expert_count' is missing", p);
+    int32_t n_shared = 0;
+    FERRY_RETURN_IF_ERROR(int_key("expert_shared_count", false, 0, &n_shared));
+    c->shared_expert_ffn_dim = n_shared * c->expert_ffn_dim;
+  }
+  c->expert_weights_scale = static_cast<float>(md.GetFloat(p + "expert_weights_scale").value_or(0.0));
+  if (!std::isfinite(c->expert_weights_scale) || c->expert_weights_scale < 0)
+    return InvalidArgumentError("'{}expert_weights_scale' = {} must be finite and >= 0", p,
+                                c->expert_weights_scale);
+  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE: 1 softmax (DeepSeek-V2, the default), 2 sigmoid (V3).
+  const int64_t gating = md.GetInt(p + "expert_gating_func").value_or(1);
+  if (gating != 1)
+    return UnsupportedError(
+        "'{}expert_gating_func' = {}: only softmax routing (1, DeepSeek-V2) is supported; sigmoid routing "
+        "with "
+        "selection biases (2, DeepSeek-V3) is not yet",
+        p, gating);
+  if (md.GetInt(p + "expert_group_count").value_or(0) > 1)
+    return UnsupportedError("'{}expert_group_count' > 1 (grouped expert routing) is not supported yet", p);
+  if (md.GetFloat(p + "attention.temperature_scale").value_or(0.0) != 0.0)
+    return UnsupportedError(
+        "'{}attention.temperature_scale' (attention temperature tuning) is not supported yet", p);
+  // llama.cpp (llama-context.cpp, deepseek2.cpp, TAG_DEEPSEEK2_YARN_LOG_MUL_FIX): the file's
+  // yarn_log_multiplier is 0.1 mscale_all_dim; the RoPE magnitude is mscale(f, m) / mscale(f,
+  // m_all) (m = m_all for deepseek2, so 1) over 1 + 0.1 ln f, times the file's attn_factor, then
+  // ggml's 1 + 0.1 ln f; the scores are scaled by (that (1 + 0.1 m_all ln f))^2 / sqrt(mla_k_dim).
+  // The same float steps here.
+  const float log_mul =
+      static_cast<float>(md.GetFloat(p + "rope.scaling.yarn_log_multiplier").value_or(0.0)) / 0.1f;
+  float rope_mag = static_cast<float>(md.GetFloat(p + "rope.scaling.attn_factor").value_or(1.0));
+  float mscale = rope_mag;
+  if (c->rope_yarn && c->rope_freq_scale != 1.0f) {
+    const float factor = 1.0f / c->rope_freq_scale;
+    auto get_mscale = [&](float m) { return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f; };
+    const float ratio = log_mul != 0.0f ? 1.0f : get_mscale(1.0f);  // mscale(f, m_all) / itself
+    const float attn = ratio * (1.0f / (1.0f + 0.1f * std::log(factor))) * rope_mag;
+    rope_mag = attn * (1.0f + 0.1f * std::log(1.0f / c->rope_freq_scale));
+    mscale = rope_mag * (1.0f + 0.1f * log_mul * std::log(1.0f / c->rope_freq_scale));
+  }
+  c->rope_attn_factor = rope_mag;
+  c->attention_scale = 1.0f * mscale * mscale / std::sqrt(static_cast<float>(c->mla_k_dim));
+  return Status::Ok();
+}
+
 }  // namespace
 
 float ModelConfig::AttentionScale() const {
@@ -153,11 +237,11 @@ float ModelConfig::AttentionScale() const {
 
 Status CheckArchitecture(const std::string& arch) {
   for (const char* known : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
-                            "gemma2", "gemma3", "phi3", "gpt-oss"})
+                            "gemma2", "gemma3", "phi3", "gpt-oss", "deepseek2"})
     if (arch == known) return Status::Ok();
   return UnsupportedError(
       "architecture '{}' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, "
-      "smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss)",
+      "smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss, deepseek2)",
       arch);
 }
 
@@ -238,6 +322,7 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
   FERRY_RETURN_IF_ERROR(ReadGraniteScales(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadGemma(md, p, &c));
   FERRY_RETURN_IF_ERROR(ReadGptOss(md, p, &c));
+  FERRY_RETURN_IF_ERROR(ReadDeepseek2(md, p, &c));
   if (auto v = md.GetInt(p + "vocab_size")) {
     c.n_vocab = static_cast<int32_t>(*v);
   } else if (const MetaValue* toks = md.Find("tokenizer.ggml.tokens")) {

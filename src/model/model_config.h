@@ -13,7 +13,7 @@ namespace ferry {
 
 struct ModelConfig {
   std::string arch;  // "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite", "smollm3", "olmo2",
-                     // "gemma2", "gemma3", "phi3", "gpt-oss"
+                     // "gemma2", "gemma3", "phi3", "gpt-oss", "deepseek2"
   std::string name;  // general.name, for display
   int32_t n_vocab = 0;
   int32_t dim = 0;  // embedding width
@@ -98,6 +98,24 @@ struct ModelConfig {
   // weights a softmax over those k logits alone.
   bool expert_softmax_after_topk = false;
   bool IsMoe() const { return n_expert > 0; }
+  // deepseek2: the first n_dense_layers layers have a dense FFN of ffn_dim, the rest experts;
+  // the router's top-k weights are multiplied by expert_weights_scale (0 or 1: unscaled).
+  int32_t n_dense_layers = 0;
+  float expert_weights_scale = 0.0f;
+  bool IsMoeLayer(int32_t layer) const { return IsMoe() && layer >= n_dense_layers; }
+
+  // deepseek2's multi-head latent attention (MLA, kv_lora_rank > 0), run absorbed as llama.cpp
+  // runs MLA GGUFs: each token caches one latent row [kv_lora_rank | rot_dim] (the normalized
+  // compressed KV, then the shared RoPE'd key part), so the cache holds n_kv_heads = 1 head of
+  // head_dim = kv_lora_rank + rot_dim values, and V is its first kv_lora_rank values. Query head h
+  // attends with [W_UK[h]^T q_nope[h] | rope(q_pe[h])]; its output goes through W_UV[h] to
+  // mla_v_dim values before W_o. attention_scale holds YaRN's mscale^2 / sqrt(mla_k_dim).
+  int32_t kv_lora_rank = 0;
+  int32_t q_lora_rank = 0;  // > 0: q = W_qb(norm(W_qa x)); 0: one attn_q (DeepSeek-V2-Lite)
+  int32_t mla_k_dim = 0;    // qk_nope + rot_dim: a query head's dims before absorption ("key_length_mla")
+  int32_t mla_v_dim = 0;    // a head's value dims after W_UV ("value_length_mla")
+  bool IsMla() const { return kv_lora_rank > 0; }
+  int32_t MlaNopeDim() const { return mla_k_dim - rot_dim; }
 
   // Reads "{arch}.*" keys; n_vocab from "{arch}.vocab_size" or the token list length.
   static StatusOr<ModelConfig> FromMetadata(const Metadata& md);

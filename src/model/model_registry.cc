@@ -29,6 +29,7 @@ constexpr Entry kArchitectures[] = {
     {"phi3", &CreateLlamaModel},      // fused qkv / gate_up, partial rotary, LongRoPE factors
     {"gpt-oss",
      &CreateLlamaModel},  // sinks, biases, alternating sliding layers, YaRN, clamped-SwiGLU experts
+    {"deepseek2", &CreateLlamaModel},  // latent attention (IsMla), leading dense layers, shared experts
 };
 
 }  // namespace

@@ -112,6 +112,7 @@ StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src,
   m->ffn_ = cfg.expert_ffn_dim;
   m->shared_ffn_ = cfg.shared_expert_ffn_dim;
   m->normalize_ = cfg.expert_weights_norm;
+  m->weight_scale_ = cfg.expert_weights_scale;
   m->softmax_after_topk_ = cfg.expert_softmax_after_topk;
   m->swiglu_oai_ = cfg.swiglu_oai;
   const std::string p = "blk." + std::to_string(layer) + ".";
@@ -229,6 +230,9 @@ void MoeFfn::Forward(const float* xn, int64_t n, float* out, double capacity_fac
   for (int64_t t = 0; t < n; ++t)
     routes[static_cast<size_t>(t)] =
         RouteToken(logits + t * n_expert_, n_expert_, k_, normalize_, softmax_after_topk_);
+  if (weight_scale_ != 0.0f && weight_scale_ != 1.0f)  // deepseek2's routed_scaling_factor, after any norm
+    for (TokenRoute& r : routes)
+      for (float& w : r.weight) w *= weight_scale_;
 
   // Assignments grouped by expert in token order: (token, rank within the token's top-k).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(n_expert_));

@@ -1,8 +1,8 @@
 // MoeFfn: the Mixture-of-Experts feed-forward of one layer (Mixtral; Qwen2-MoE with its gated
-// shared expert). A softmax router picks the top-k experts per token; the step's tokens are
-// grouped by expert and each active expert runs one MatMul over all of its tokens (never a
-// loop of experts per token). An optional capacity factor drops assignments past an
-// expert's capacity, in token order, and counts them.
+// shared expert; DeepSeek-V2 with ungated shared experts and scaled weights). A softmax router picks the
+// top-k experts per token; the step's tokens are grouped by expert and each active expert runs one MatMul
+// over all of its tokens (never a loop of experts per token). An optional capacity factor drops assignments
+// past an expert's capacity, in token order, and counts them.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +82,7 @@ class MoeFfn {
 
   int32_t n_expert_ = 0, k_ = 0, dim_ = 0, ffn_ = 0, shared_ffn_ = 0;
   bool normalize_ = true;
+  float weight_scale_ = 0.0f;  // the top-k weights times this (deepseek2); 0 or 1: as routed
   bool softmax_after_topk_ = false, swiglu_oai_ = false;  // gpt-oss (ModelConfig)
   ExpertMatrix router_;             // [n_expert, dim]
   std::vector<float> router_bias_;  // [n_expert] added to the logits (gpt-oss), or empty

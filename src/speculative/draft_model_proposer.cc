@@ -19,9 +19,10 @@ StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const M
         c.name, c.n_vocab, target_vocab);
   if (kv.num_blocks <= 0 || kv.block_size <= 0)
     return InvalidArgumentError("the draft KV cache needs blocks");
+  FERRY_ASSIGN_OR_RETURN(const KvCacheTypes types, KvCacheTypesFor(c, kv.types));
   FERRY_ASSIGN_OR_RETURN(PagedKvCache cache,
                          PagedKvCache::Create(c.n_layers, kv.num_blocks, kv.block_size, c.n_kv_heads,
-                                              c.head_dim, kv.max_seqs, kv.max_seq_len, kv.types));
+                                              c.head_dim, kv.max_seqs, kv.max_seq_len, types));
   return std::unique_ptr<DraftModelProposer>(new DraftModelProposer(
       draft, std::move(cache), kv::KvCacheConfig{kv.num_blocks, kv.block_size, /*prefix_caching=*/false},
       pool));

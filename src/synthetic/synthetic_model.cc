@@ -52,6 +52,40 @@ const std::vector<ModelPreset> kPresets = {
     // correction dims (0 .. 5 of 16 pairs) put the ramp inside the head.
     {"gpt-oss-tiny", "gpt-oss", 512, 64,  4,   4, 2, 64, 512, 150000.0f, false, 8, 4, 0, 32, 32,
      0.0f,           0.0f,      0,   128, 4.0f},
+    // deepseek2: 3 layers (layer 0 dense), 4 heads over a 64-wide latent KV + 32 rotated dims (one
+    // 96-wide cached row per token, q8_0-blockable), q through a rank-32 bottleneck, heads of 32 + 32
+    // query/key and 32 value dims; 8 experts top-2 of width 32 plus one shared, weights x2.5
+    // (unnormalized); YaRN factor 4 from 128 with DeepSeek's mscale_all_dim 0.707.
+    {"deepseek2-tiny",
+     "deepseek2",
+     512,
+     64,
+     3,
+     4,
+     1,
+     32,
+     512,
+     10000.0f,
+     false,
+     8,
+     2,
+     0,
+     96,
+     0,
+     0.0f,
+     0.0f,
+     32,
+     128,
+     4.0f,
+     64,
+     32,
+     32,
+     32,
+     1,
+     1,
+     128,
+     2.5f,
+     0.0707f},
     // Real shapes (config.json of Qwen/Qwen3-0.6B, ibm-granite/granite-3.3-2b-base,
     // HuggingFaceTB/SmolLM3-3B).
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, 0, 0, 0, 128},
@@ -70,6 +104,39 @@ const std::vector<ModelPreset> kPresets = {
     // YaRN factor 32 from 4096.
     {"gpt-oss-20b", "gpt-oss", 201088, 2880, 24,   64,   8, 2880, 131072, 150000.0f, false, 32, 4, 0, 64,
      128,           0.0f,      0.0f,   0,    4096, 32.0f},
+    // deepseek-ai/DeepSeek-V2-Lite: 27 layers (1 dense of 10944), 16 heads, latent 512 + 64 rotated,
+    // no q bottleneck, 128 + 64 query/key and 128 value dims per head, 64 experts top-6 of 1408 plus
+    // 2 shared, YaRN 40 from 4096 (about 9 GB at q4_0: shapes for `ferry info`/benchmarks).
+    {"deepseek-v2-lite",
+     "deepseek2",
+     102400,
+     2048,
+     27,
+     16,
+     1,
+     1408,
+     163840,
+     10000.0f,
+     false,
+     64,
+     6,
+     0,
+     576,
+     0,
+     0.0f,
+     0.0f,
+     64,
+     4096,
+     40.0f,
+     512,
+     0,
+     128,
+     128,
+     1,
+     2,
+     10944,
+     1.0f,
+     0.0707f},
 };
 
 // Granite 3.x's multipliers (granite-3.3-2b's config.json): llama.cpp's GGUF keys.
@@ -261,7 +328,8 @@ Metadata PresetMetadata(const ModelPreset& p, const SyntheticModelOptions& optio
   md.SetUint(a + "context_length", static_cast<uint64_t>(p.n_ctx));
   md.SetUint(a + "embedding_length", static_cast<uint64_t>(p.dim));
   md.SetUint(a + "block_count", static_cast<uint64_t>(p.n_layers));
-  md.SetUint(a + "feed_forward_length", static_cast<uint64_t>(p.ffn_dim));
+  md.SetUint(a + "feed_forward_length",
+             static_cast<uint64_t>(p.dense_ffn_dim > 0 ? p.dense_ffn_dim : p.ffn_dim));
   md.SetUint(a + "rope.dimension_count", static_cast<uint64_t>(p.RotDim()));
   if (p.yarn_factor > 0) {  // YaRN (llama.cpp conversion of GptOssForCausalLM)
     md.SetString(a + "rope.scaling.type", "yarn");
@@ -274,7 +342,18 @@ Metadata PresetMetadata(const ModelPreset& p, const SyntheticModelOptions& optio
   }
   if (p.head_dim > 0) {
     md.SetUint(a + "attention.key_length", static_cast<uint64_t>(head_dim));
-    md.SetUint(a + "attention.value_length", static_cast<uint64_t>(head_dim));
+    md.SetUint(a + "attention.value_length",
+               static_cast<uint64_t>(p.kv_lora_rank > 0 ? p.kv_lora_rank : head_dim));
+  }
+  if (p.kv_lora_rank > 0) {  // llama.cpp's conversion/deepseek.py (DeepseekV2Model)
+    md.SetUint(a + "leading_dense_block_count", static_cast<uint64_t>(p.n_dense_layers));
+    if (p.q_lora_rank > 0) md.SetUint(a + "attention.q_lora_rank", static_cast<uint64_t>(p.q_lora_rank));
+    md.SetUint(a + "attention.kv_lora_rank", static_cast<uint64_t>(p.kv_lora_rank));
+    md.SetUint(a + "attention.key_length_mla", static_cast<uint64_t>(p.mla_nope_dim + p.RotDim()));
+    md.SetUint(a + "attention.value_length_mla", static_cast<uint64_t>(p.mla_v_dim));
+    md.SetUint(a + "expert_shared_count", static_cast<uint64_t>(p.n_shared_experts));
+    if (p.expert_weights_scale > 0) md.SetFloat(a + "expert_weights_scale", p.expert_weights_scale);
+    if (p.yarn_log_mul > 0) md.SetFloat(a + "rope.scaling.yarn_log_multiplier", p.yarn_log_mul);
   }
   if (p.arch == "granite") AddGraniteScales(md);
   if (p.sliding_window > 0)
@@ -301,6 +380,50 @@ Metadata PresetMetadata(const ModelPreset& p, const SyntheticModelOptions& optio
   return md;
 }
 
+// The experts of an MoE layer: llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn,
+// dim]); the router stays f32 as llama.cpp's quantizer leaves it.
+void PlanExperts(const ModelPreset& p, const std::string& b, std::vector<PlannedTensor>& plan) {
+  using K = PlannedTensor::Kind;
+  const int64_t E = p.n_expert;
+  plan.push_back({b + "ffn_gate_inp.weight", {E, p.dim}, K::kRouter});
+  plan.push_back({b + "ffn_gate_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
+  plan.push_back({b + "ffn_up_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
+  plan.push_back({b + "ffn_down_exps.weight", {E, p.dim, p.ffn_dim}, K::kMatrix});
+}
+
+// deepseek2's layer after attn_norm (llama.cpp's deepseek2.cpp load_arch_tensors): MLA with the
+// split per-head attn_k_b [heads, kv_lora, nope] and attn_v_b [heads, v, kv_lora], then a dense FFN
+// (the leading layers) or routed experts plus ungated shared ones. The low-rank norms 1 + noise.
+void PlanMlaLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan) {
+  using K = PlannedTensor::Kind;
+  const std::string b = "blk." + std::to_string(l) + ".";
+  const int64_t nh = p.n_heads, kd = p.mla_nope_dim + p.RotDim(), r = p.kv_lora_rank;
+  if (p.q_lora_rank > 0) {
+    plan.push_back({b + "attn_q_a_norm.weight", {p.q_lora_rank}, K::kQkNorm});
+    plan.push_back({b + "attn_q_a.weight", {p.q_lora_rank, p.dim}, K::kMatrix});
+    plan.push_back({b + "attn_q_b.weight", {nh * kd, p.q_lora_rank}, K::kMatrix});
+  } else {
+    plan.push_back({b + "attn_q.weight", {nh * kd, p.dim}, K::kMatrix});
+  }
+  plan.push_back({b + "attn_kv_a_norm.weight", {r}, K::kQkNorm});
+  plan.push_back({b + "attn_kv_a_mqa.weight", {r + p.RotDim(), p.dim}, K::kMatrix});
+  plan.push_back({b + "attn_k_b.weight", {nh, r, p.mla_nope_dim}, K::kMatrix});
+  plan.push_back({b + "attn_v_b.weight", {nh, p.mla_v_dim, r}, K::kMatrix});
+  plan.push_back({b + "attn_output.weight", {p.dim, nh * p.mla_v_dim}, K::kMatrix});
+  plan.push_back({b + "ffn_norm.weight", {p.dim}, K::kNorm});
+  if (l < p.n_dense_layers) {
+    plan.push_back({b + "ffn_gate.weight", {p.dense_ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_up.weight", {p.dense_ffn_dim, p.dim}, K::kMatrix});
+    plan.push_back({b + "ffn_down.weight", {p.dim, p.dense_ffn_dim}, K::kMatrix});
+    return;
+  }
+  PlanExperts(p, b, plan);
+  const int64_t sh = int64_t{p.n_shared_experts} * p.ffn_dim;
+  plan.push_back({b + "ffn_gate_shexp.weight", {sh, p.dim}, K::kMatrix});
+  plan.push_back({b + "ffn_up_shexp.weight", {sh, p.dim}, K::kMatrix});
+  plan.push_back({b + "ffn_down_shexp.weight", {p.dim, sh}, K::kMatrix});
+}
+
 // Layer l's tensors, in llama.cpp's names and shapes for p's architecture.
 void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan) {
   using K = PlannedTensor::Kind;
@@ -314,6 +437,10 @@ void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan
   const bool gemma = p.arch == "gemma2" || p.arch == "gemma3";
   const bool oss = p.arch == "gpt-oss";
   if (!olmo2) plan.push_back({b + "attn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
+  if (p.kv_lora_rank > 0) {
+    PlanMlaLayer(p, l, plan);
+    return;
+  }
   if (phi3) {
     plan.push_back({b + "attn_qkv.weight", {q_dim + 2 * kv_dim, p.dim}, K::kMatrix});
   } else {
@@ -347,13 +474,8 @@ void PlanLayer(const ModelPreset& p, int32_t l, std::vector<PlannedTensor>& plan
     plan.push_back({b + "ffn_norm.weight", {p.dim}, gemma ? K::kQkNorm : K::kNorm});
   }
   if (p.n_expert > 0) {
-    // Experts as llama.cpp's 3-D tensors (ggml ne [dim, ffn, E] = shape [E, ffn, dim]); the
-    // router stays f32 as llama.cpp's quantizer leaves it.
     const int64_t E = p.n_expert;
-    plan.push_back({b + "ffn_gate_inp.weight", {E, p.dim}, K::kRouter});
-    plan.push_back({b + "ffn_gate_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
-    plan.push_back({b + "ffn_up_exps.weight", {E, p.ffn_dim, p.dim}, K::kMatrix});
-    plan.push_back({b + "ffn_down_exps.weight", {E, p.dim, p.ffn_dim}, K::kMatrix});
+    PlanExperts(p, b, plan);
     if (oss) {  // gpt-oss's router and expert biases (ggml ne [ffn, E] = shape [E, ffn])
       plan.push_back({b + "ffn_gate_inp.bias", {E}, K::kBias});
       plan.push_back({b + "ffn_gate_exps.bias", {E, p.ffn_dim}, K::kBias});
@@ -456,7 +578,8 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     DType type = t.kind != K::kMatrix ? DType::kF32
                  : options.q4_k_m     ? MatrixTypeQ4_K_M(t.name, p.tied_embeddings, p.n_layers)
                                       : options.type;
-    if (type == DType::kMXFP4 && t.shape.size() != 3) type = DType::kQ8_0;  // MXFP4_MOE: experts only
+    if (type == DType::kMXFP4 && !t.name.ends_with("_exps.weight"))
+      type = DType::kQ8_0;  // MXFP4_MOE: experts only
     // W8A8 files: block linears int8 + scales; embeddings and lm_head stay q8_0.
     const bool w8a8_matrix =
         w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2;

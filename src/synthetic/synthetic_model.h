@@ -16,7 +16,8 @@ struct ModelPreset {
   std::string name;
   std::string arch;  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms), "qwen3moe", "granite",
                      // "smollm3", "olmo2" (post norms), "gemma2", "gemma3", "phi3" (fused qkv and gate_up),
-                     // "gpt-oss" (sinks, biases, alternating sliding layers, YaRN, experts)
+                     // "gpt-oss" (sinks, biases, alternating sliding layers, YaRN, experts),
+                     // "deepseek2" (multi-head latent attention, shared + routed experts)
   int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_ctx;
   float rope_theta;
   bool tied_embeddings;
@@ -36,15 +37,25 @@ struct ModelPreset {
   // gpt-oss: > 0 writes YaRN RoPE scaling (rope.scaling.type yarn, this factor, original context
   // n_ctx_orig) instead of LongRoPE's tensors.
   float yarn_factor = 0.0f;
+  // deepseek2 (multi-head latent attention): the latent KV width, q's low rank (0: one attn_q),
+  // a head's non-rotated query/key dims and value dims (rot_dim is the rotated part; head_dim
+  // must be kv_lora_rank + rot_dim, n_kv_heads 1, as llama.cpp's converter writes); the first
+  // n_dense_layers layers have a dense FFN of dense_ffn_dim, the others ffn_dim-wide experts
+  // plus n_shared_experts always-on ones; router weights times expert_weights_scale; YaRN's
+  // yarn_log_mul (0.1 mscale_all_dim, as the converter stores it).
+  int32_t kv_lora_rank = 0, q_lora_rank = 0, mla_nope_dim = 0, mla_v_dim = 0;
+  int32_t n_dense_layers = 0, n_shared_experts = 0, dense_ffn_dim = 0;
+  float expert_weights_scale = 0.0f, yarn_log_mul = 0.0f;
 };
 
 // New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
-// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "gpt-oss-tiny" and the real shapes "qwen3-0.6b",
-// "granite-3-2b", "smollm3-3b", "olmo2-1b", "gemma2-2b", "gemma3-1b", "phi4-mini", "gpt-oss-20b".
-// "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m", "tinyllama-1.1b", "smollm-draft"
-// (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2), "qwen2moe-tiny" (8 experts, top-4, shared
-// expert, unnormalized weights), "mixtral-mini" (Mixtral's proportions at 1/4 width: 8 experts top-2) and
-// "mixtral-mini-dense" (its dense twin with the same total parameters: one FFN as wide as all 8 experts).
+// "olmo2-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "gpt-oss-tiny", "deepseek2-tiny" and the real
+// shapes "qwen3-0.6b", "granite-3-2b", "smollm3-3b", "olmo2-1b", "gemma2-2b", "gemma3-1b", "phi4-mini",
+// "gpt-oss-20b", "deepseek-v2-lite". "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m",
+// "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2),
+// "qwen2moe-tiny" (8 experts, top-4, shared expert, unnormalized weights), "mixtral-mini" (Mixtral's
+// proportions at 1/4 width: 8 experts top-2) and "mixtral-mini-dense" (its dense twin with the same total
+// parameters: one FFN as wide as all 8 experts).
 const std::vector<ModelPreset>& ModelPresets();
 
 struct SyntheticModelOptions {

@@ -71,7 +71,7 @@ TEST(InfoRunnable, UnknownArchitectureIsNamedWithTheSupportedOnes) {
       WriteEdited("arch.gguf", [](auto&, Metadata& md) { md.SetString("general.architecture", "gpt2"); });
   ExpectNotRunnable(path,
                     "architecture 'gpt2' is not supported (supported: llama, qwen2, qwen2moe, qwen3, "
-                    "qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss)");
+                    "qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss, deepseek2)");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/kv_row.h"
 
 namespace ferry::kernels {
 namespace {
@@ -184,6 +185,48 @@ TEST(Attention, SlidingWindowSoftCapAndSinksMatchNaive) {
       std::vector<float> batch3(q.size());
       Attention(q.data(), n_q, pos.data(), nh, nkv, hd, scale, kv, batch3.data(), &pool3, var);
       ASSERT_EQ(0, std::memcmp(batch3.data(), batch.data(), batch.size() * 4));
+    }
+  }
+}
+
+// Multi-head latent attention's cache (KvBlocks::v_in_k): no V rows, a key's value is the first
+// v_in_k values of its K row. For each K type and ISA, on one long sequence (split schedule) and
+// a prefill batch: bit for bit the first v_in_k outputs of attention over a V cache holding a copy
+// of the K rows (each output dim accumulates on its own), and the naive reference within rounding.
+TEST(Attention, ValuesInsideKeyRowsMatchAWholeRowCopy) {
+  testing::ScopedIsa isa_guard;
+  std::mt19937 rng(77);
+  ThreadPool pool(2);
+  const int n_heads = 4, hd = 96, dv = 64, bs = 16, n_ctx = 300;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type));
+      ShuffledCache c(rng, n_ctx, bs, 1, hd);
+      const size_t rb = KvRowBytes(type, hd), n_rows = c.table.size() * bs;
+      std::vector<uint8_t> k(n_rows * rb);  // [slots, one head row]
+      for (size_t r = 0; r < n_rows; ++r) QuantizeRow(type, c.k.data() + r * hd, k.data() + r * rb, hd);
+      for (int n_q : {1, 7}) {
+        std::vector<int32_t> pos(n_q);
+        for (int t = 0; t < n_q; ++t) pos[t] = n_ctx - n_q + t;
+        auto q = testing::RandomFloats(rng, int64_t{n_q} * n_heads * hd, 1.f);
+        KvBlocks latent{k.data(), nullptr, c.table.data(), bs};
+        latent.k_type = latent.v_type = type;
+        latent.v_in_k = dv;
+        KvBlocks copy{k.data(), k.data(), c.table.data(), bs};
+        copy.k_type = copy.v_type = type;
+        const float scale = 0.1f;
+        std::vector<float> got(static_cast<size_t>(n_q) * n_heads * dv),
+            whole(static_cast<size_t>(n_q) * n_heads * hd), want(got.size());
+        Attention(q.data(), n_q, pos.data(), n_heads, 1, hd, scale, latent, got.data(), &pool);
+        Attention(q.data(), n_q, pos.data(), n_heads, 1, hd, scale, copy, whole.data(), &pool);
+        ref::AttentionNaive(q.data(), n_q, pos.data(), n_heads, 1, hd, scale, latent, want.data());
+        for (int r = 0; r < n_q * n_heads; ++r)
+          for (int d = 0; d < dv; ++d) {
+            ASSERT_EQ(got[r * dv + d], whole[r * hd + d]) << "row " << r << " dim " << d;
+            ASSERT_NEAR(got[r * dv + d], want[r * dv + d], 2e-5f) << "row " << r << " dim " << d;
+          }
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 // A plain scalar forward pass of the llama-family architectures (llama, qwen3, qwen3moe, granite,
-// smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss), written from llama.cpp's graphs (src/models/*.cpp) for the
-// tests and sharing no code with model/llama.cc: it reads the metadata keys and tensors itself, in double
-// precision, one token at a time over the whole prefix. Slow and obvious on purpose.
+// smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss, deepseek2), written from llama.cpp's graphs
+// (src/models/*.cpp) for the tests and sharing no code with model/llama.cc: it reads the metadata keys and
+// tensors itself, in double precision, one token at a time over the whole prefix. Slow and obvious on
+// purpose.
 #pragma once
 
 #include <algorithm>
@@ -68,6 +69,24 @@ class ReferenceForward {
       yarn_factor_ = *md.GetFloat(p + "rope.scaling.factor");
       rope_attn_factor_ *= 1.0 + 0.1 * std::log(yarn_factor_);  // YaRN's magnitude scale on cos and sin
     }
+    // deepseek2 as Hugging Face's modeling_deepseek.py writes it (not absorbed: each head's K and V
+    // decompressed from the latent). The file keeps 0.1 mscale_all_dim; YaRN's cos/sin magnitude
+    // is then mscale(f, m_all) / mscale(f, m_all) = 1 and the scores' scale mscale(f, m_all)^2 /
+    // sqrt(q head dims), mscale(f, m) = 1 + 0.1 m ln f.
+    mla_ = arch_ == "deepseek2";
+    if (mla_) {
+      kv_lora_ = *md.GetInt(p + "attention.kv_lora_rank");
+      q_lora_ = md.GetInt(p + "attention.q_lora_rank").value_or(0);
+      mla_kd_ = *md.GetInt(p + "attention.key_length_mla");
+      mla_vd_ = *md.GetInt(p + "attention.value_length_mla");
+      dense_layers_ = md.GetInt(p + "leading_dense_block_count").value_or(0);
+      moe_scale_ = md.GetFloat(p + "expert_weights_scale").value_or(0.0);
+      const double m_all = md.GetFloat(p + "rope.scaling.yarn_log_multiplier").value_or(0.0) / 0.1;
+      if (yarn_factor_ > 0 && m_all != 0) rope_attn_factor_ = 1.0;
+      const double mscale = yarn_factor_ > 1 ? 1.0 + 0.1 * m_all * std::log(yarn_factor_) : 1.0;
+      attn_scale_ = mscale * mscale / std::sqrt(static_cast<double>(mla_kd_));
+    }
+    moe_norm_ = md.GetBool(p + "expert_weights_norm").value_or(!mla_);
     const int64_t period = gemma_ ? (g2 ? 2 : 6)
                            : oss_ ? 2
                                   : 0;  // layer l slides unless l % period == period - 1
@@ -102,6 +121,12 @@ class ReferenceForward {
       const std::string b = "blk." + std::to_string(l) + ".";
       // olmo2 (llama.cpp src/models/olmo2.cpp): no pre norms; attention and FFN read x itself.
       std::vector<double> xn = olmo2_ ? x : Norm(x, n, dim_, T(b + "attn_norm.weight"));
+      if (mla_) {
+        AddScaled(x, MlaAttention(b, xn, n));
+        xn = Norm(x, n, dim_, T(b + "ffn_norm.weight"));
+        AddScaled(x, l < dense_layers_ ? SwiGlu(b + "ffn_", ".weight", xn, n) : Moe(b, xn, n));
+        continue;
+      }
       // phi3: one attn_qkv.weight, q rows then k then v.
       const std::vector<double> wqkv = phi3_ ? T(b + "attn_qkv.weight") : std::vector<double>();
       std::vector<double> q =
@@ -255,21 +280,23 @@ class ReferenceForward {
   // factors[j]; cos and sin times LongRoPE's attention factor.
   void Rope(std::vector<double>& x, int64_t n, int64_t heads, double theta,
             const std::vector<double>& factors) const {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < heads; ++h) RopeRow(&x[(i * heads + h) * hd_], i, theta, factors);
+  }
+  // The first rot_ values of row, at position pos.
+  void RopeRow(double* row, int64_t pos, double theta, const std::vector<double>& factors) const {
     const int64_t half = rot_ / 2;
     const double m = rope_attn_factor_;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t j = 0; j < half; ++j) {
-          const double a = static_cast<double>(i) * std::pow(theta, -2.0 * static_cast<double>(j) / rot_) /
-                           factors[static_cast<size_t>(j)] * YarnMix(j, theta);
-          double* row = &x[(i * heads + h) * hd_];
-          double& x0 = neox_ ? row[j] : row[2 * j];
-          double& x1 = neox_ ? row[j + half] : row[2 * j + 1];
-          const double c = m * std::cos(a), s = m * std::sin(a);
-          const double r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
-          x0 = r0;
-          x1 = r1;
-        }
+    for (int64_t j = 0; j < half; ++j) {
+      const double a = static_cast<double>(pos) * std::pow(theta, -2.0 * static_cast<double>(j) / rot_) /
+                       factors[static_cast<size_t>(j)] * YarnMix(j, theta);
+      double& x0 = neox_ ? row[j] : row[2 * j];
+      double& x1 = neox_ ? row[j + half] : row[2 * j + 1];
+      const double c = m * std::cos(a), s = m * std::sin(a);
+      const double r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+      x0 = r0;
+      x1 = r1;
+    }
   }
   static void Softmax(std::vector<double>& s) {
     const double m = *std::max_element(s.begin(), s.end());
@@ -289,7 +316,7 @@ class ReferenceForward {
                              int64_t n, int64_t e = 0) const {
     const std::vector<double> wg = T(pre + "gate" + post), wu = T(pre + "up" + post),
                               wd = T(pre + "down" + post);
-    const int64_t ffn = static_cast<int64_t>(wg.size()) / dim_ / (experts_ > 0 ? experts_ : 1);
+    const int64_t ffn = static_cast<int64_t>(wg.size()) / dim_ / (post == "_exps.weight" ? experts_ : 1);
     std::vector<double> g = MatMul(wg, Acts(pre + "gate" + post, xn), n, ffn, dim_, e * ffn * dim_),
                         u = MatMul(wu, Acts(pre + "up" + post, xn), n, ffn, dim_, e * ffn * dim_);
     if (oss_) {  // gpt-oss: biases, then llama.cpp's swiglu_oai (alpha 1.702, limit 7)
@@ -343,13 +370,72 @@ class ReferenceForward {
       }
       double sum = 0;
       for (int64_t r = 0; r < experts_used_; ++r) sum += p[order[r]];
+      if (!moe_norm_ && !oss_) sum = 1.0;
+      if (moe_scale_ != 0) sum /= moe_scale_;  // deepseek2's routed_scaling_factor
       const std::vector<double> row(xn.begin() + i * dim_, xn.begin() + (i + 1) * dim_);
       for (int64_t r = 0; r < experts_used_; ++r) {
         const std::vector<double> y = SwiGlu(b + "ffn_", "_exps.weight", row, 1, order[r]);
         for (int64_t d = 0; d < dim_; ++d) out[i * dim_ + d] += p[order[r]] / sum * y[d];
       }
     }
+    if (src_.FindTensor(b + "ffn_gate_shexp.weight") && !src_.FindTensor(b + "ffn_gate_inp_shexp.weight")) {
+      const std::vector<double> y = SwiGlu(b + "ffn_", "_shexp.weight", xn, n);  // deepseek2: always on
+      for (size_t i = 0; i < out.size(); ++i) out[i] += y[i];
+    }
     return out;
+  }
+  // deepseek2's attention in the form of the paper / modeling_deepseek.py: q from the low-rank
+  // q_a / q_b (or one attn_q), the latent c = norm(kv_a rows) and the shared k_pe; per head
+  // k = [W_UK c | rope(k_pe)], v = W_UV c, q = [q_nope | rope(q_pe)]; attn_k_b holds W_UK^T
+  // ([heads, kv_lora, nope]) and attn_v_b W_UV ([heads, v, kv_lora]).
+  std::vector<double> MlaAttention(const std::string& b, const std::vector<double>& xn, int64_t n) const {
+    const int64_t nope = mla_kd_ - rot_, r = kv_lora_, qd = heads_ * mla_kd_;
+    std::vector<double> q;  // [n, heads, nope | rot]
+    if (q_lora_ > 0) {
+      q = Norm(MatMul(T(b + "attn_q_a.weight"), xn, n, q_lora_, dim_), n, q_lora_,
+               T(b + "attn_q_a_norm.weight"));
+      q = MatMul(T(b + "attn_q_b.weight"), q, n, qd, q_lora_);
+    } else {
+      q = MatMul(T(b + "attn_q.weight"), xn, n, qd, dim_);
+    }
+    const std::vector<double> kva = MatMul(T(b + "attn_kv_a_mqa.weight"), xn, n, r + rot_, dim_);
+    std::vector<double> c(static_cast<size_t>(n * r)), kpe(static_cast<size_t>(n * rot_));
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(kva.begin() + i * (r + rot_), r, c.begin() + i * r);
+      std::copy_n(kva.begin() + i * (r + rot_) + r, rot_, kpe.begin() + i * rot_);
+    }
+    c = Norm(c, n, r, T(b + "attn_kv_a_norm.weight"));
+    const std::vector<double> ones(static_cast<size_t>(rot_ / 2), 1.0);
+    for (int64_t i = 0; i < n; ++i) {
+      RopeRow(&kpe[i * rot_], i, theta_, ones);
+      for (int64_t h = 0; h < heads_; ++h) RopeRow(&q[(i * heads_ + h) * mla_kd_ + nope], i, theta_, ones);
+    }
+    const std::vector<double> wkb = T(b + "attn_k_b.weight"), wvb = T(b + "attn_v_b.weight");
+    std::vector<double> att(static_cast<size_t>(n * heads_ * mla_vd_));  // [n, heads, v]
+    for (int64_t h = 0; h < heads_; ++h) {
+      std::vector<double> k(static_cast<size_t>(n * nope)), v(static_cast<size_t>(n * mla_vd_));
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t d = 0; d < nope; ++d)
+          for (int64_t a = 0; a < r; ++a) k[j * nope + d] += wkb[(h * r + a) * nope + d] * c[j * r + a];
+        for (int64_t d = 0; d < mla_vd_; ++d)
+          for (int64_t a = 0; a < r; ++a) v[j * mla_vd_ + d] += wvb[(h * mla_vd_ + d) * r + a] * c[j * r + a];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const double* qi = &q[(i * heads_ + h) * mla_kd_];
+        std::vector<double> s(static_cast<size_t>(i + 1));
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < nope; ++d) dot += qi[d] * k[j * nope + d];
+          for (int64_t d = 0; d < rot_; ++d) dot += qi[nope + d] * kpe[j * rot_ + d];
+          s[j] = dot * attn_scale_;
+        }
+        Softmax(s);
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t d = 0; d < mla_vd_; ++d)
+            att[(i * heads_ + h) * mla_vd_ + d] += s[j] * v[j * mla_vd_ + d];
+      }
+    }
+    return MatMul(T(b + "attn_output.weight"), att, n, dim_, heads_ * mla_vd_);
   }
 
   const formats::WeightSource& src_;
@@ -358,7 +444,9 @@ class ReferenceForward {
   double eps_, theta_, emb_scale_ = 0, attn_scale_ = 0, res_scale_ = 0, logit_scale_ = 0;
   double attn_softcap_ = 0, final_softcap_ = 0, theta_swa_ = 0, rope_attn_factor_ = 1, yarn_factor_ = 0;
   int64_t window_ = 0;
-  bool neox_, qk_norm_, olmo2_, gemma_ = false, phi3_ = false, oss_ = false;
+  bool neox_, qk_norm_, olmo2_, gemma_ = false, phi3_ = false, oss_ = false, mla_ = false, moe_norm_ = true;
+  int64_t kv_lora_ = 0, q_lora_ = 0, mla_kd_ = 0, mla_vd_ = 0, dense_layers_ = 0;  // deepseek2
+  double moe_scale_ = 0;
   std::vector<bool> sliding_;  // [layers] true: a sliding-window layer
   std::vector<bool> rope_;     // [layers] false: a NoPE layer
 };

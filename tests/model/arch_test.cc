@@ -1,4 +1,5 @@
-// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss):
+// The architectures beyond llama (qwen3, qwen3moe, granite, smollm3, olmo2, gemma2, gemma3, phi3, gpt-oss,
+// deepseek2):
 // each tiny preset against the plain scalar reference of arch_reference.h on every ISA table, the config each
 // reads from its GGUF keys, and the Hugging Face folder of the same weights giving the same logits.
 #include <gtest/gtest.h>
@@ -25,9 +26,9 @@
 namespace ferry {
 namespace {
 
-const char* const kTinyPresets[] = {"qwen3-tiny",   "qwen3moe-tiny", "granite-tiny",
-                                    "smollm3-tiny", "olmo2-tiny",    "gemma2-tiny",
-                                    "gemma3-tiny",  "phi3-tiny",     "gpt-oss-tiny"};
+const char* const kTinyPresets[] = {"qwen3-tiny",   "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
+                                    "olmo2-tiny",   "gemma2-tiny",   "gemma3-tiny",  "phi3-tiny",
+                                    "gpt-oss-tiny", "deepseek2-tiny"};
 // Longer than the gemma and gpt-oss presets' sliding window (32), so the window masks keys.
 constexpr int kPromptLen = 48;
 
@@ -153,6 +154,27 @@ TEST(Architectures, ConfigFromGgufKeys) {
   EXPECT_FLOAT_EQ(oss.rope_freq_scale_swa, 0.25f);
   EXPECT_FLOAT_EQ(oss.rope_theta_swa, oss.rope_theta);
   EXPECT_NEAR(oss.rope_attn_factor, 1.0 + 0.1 * std::log(4.0), 1e-6);  // YaRN's magnitude scale
+  const ModelConfig ds = open("deepseek2-tiny");
+  EXPECT_TRUE(ds.IsMla() && ds.IsMoe() && ds.rope_yarn);
+  EXPECT_FALSE(ds.rope_neox || ds.expert_weights_norm);
+  EXPECT_EQ(ds.kv_lora_rank, 64);
+  EXPECT_EQ(ds.q_lora_rank, 32);
+  EXPECT_EQ(ds.n_kv_heads, 1);      // one latent row per token
+  EXPECT_EQ(ds.head_dim, 64 + 32);  // kv_lora_rank + rope dims
+  EXPECT_EQ(ds.mla_k_dim, 64);
+  EXPECT_EQ(ds.MlaNopeDim(), 32);
+  EXPECT_EQ(ds.mla_v_dim, 32);
+  EXPECT_EQ(ds.n_dense_layers, 1);
+  EXPECT_FALSE(ds.IsMoeLayer(0));
+  EXPECT_TRUE(ds.IsMoeLayer(1));
+  EXPECT_EQ(ds.ffn_dim, 128);
+  EXPECT_EQ(ds.expert_ffn_dim, 32);
+  EXPECT_EQ(ds.shared_expert_ffn_dim, 32);  // one shared expert
+  EXPECT_FLOAT_EQ(ds.expert_weights_scale, 2.5f);
+  // YaRN with mscale_all_dim 0.707: unit RoPE magnitude, scores times mscale^2 / sqrt(64).
+  EXPECT_NEAR(ds.rope_attn_factor, 1.0, 1e-6);
+  const double mscale = 1.0 + 0.1 * 0.707 * std::log(4.0);
+  EXPECT_NEAR(ds.AttentionScale(), mscale * mscale / 8.0, 1e-6);
 }
 
 // The preset's metadata without `key` (one llama.cpp reads with no default) is an error naming it.
@@ -170,6 +192,27 @@ void ExpectRequiredKey(const char* preset, const std::string& key) {
 
 TEST(Architectures, GptOssNeedsSlidingWindow) {
   ExpectRequiredKey("gpt-oss-tiny", "gpt-oss.attention.sliding_window");
+}
+
+// deepseek2: the latent rank is required; a file without the MLA head sizes (the old unsplit
+// attn_kv_b conversion) and DeepSeek-V3's sigmoid routing are refused by name; so are tensor
+// parallelism and sparsity options, which MLA's shared latent row does not split.
+TEST(Architectures, Deepseek2RefusesWhatItCannotRun) {
+  ExpectRequiredKey("deepseek2-tiny", "deepseek2.attention.kv_lora_rank");
+  ExpectRequiredKey("deepseek2-tiny", "deepseek2.attention.key_length_mla");
+  auto src = formats::OpenWeightSource(
+      testing::WriteSyntheticTestModel(testing::TempDir(), "deepseek2-tiny", DType::kF32));
+  ASSERT_TRUE(src.ok());
+  Metadata md = (*src)->metadata();
+  md.SetUint("deepseek2.expert_gating_func", 2);
+  auto cfg = ModelConfig::FromMetadata(md);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("expert_gating_func"), std::string::npos) << cfg.status().ToString();
+  ModelOptions opts;
+  opts.sparsity.attn_skip_threshold = 0.01f;
+  auto sparse = CreateModel(**src, opts);
+  ASSERT_FALSE(sparse.ok());
+  EXPECT_NE(sparse.status().message().find("latent"), std::string::npos) << sparse.status().ToString();
 }
 
 // gpt-oss with MXFP4 experts (make-model's mxfp4: llama.cpp's MXFP4_MOE, the rest q8_0) on every
@@ -216,11 +259,51 @@ TEST(Architectures, Phi3LongRopeFactorsFollowTheContext) {
   }
 }
 
-// Sliding-window layers on the paged cache: a prefill of 20 tokens then one token per step,
-// with blocks of 8 in shuffled physical order, give the reference's logits at every position
-// (the window crosses blocks and the decode path, not just one batched prefill).
+// deepseek2's latent cache as every engine makes it (KvCacheTypesFor): V is not stored but read
+// from the first kv_lora_rank values of each K row, so the cache is K bytes only, and the logits
+// are bit for bit those of a cache that keeps a copy of each row as V, for f32, f16 and q8_0 K/V;
+// differing K and V types are refused by flag name, as llama.cpp refuses them.
+TEST(Architectures, Deepseek2LatentCacheStoresNoValues) {
+  testing::OpenedModel om = testing::OpenTestModel(
+      testing::WriteSyntheticTestModel(testing::TempDir(), "deepseek2-tiny", DType::kF32));
+  ASSERT_TRUE(om.src);
+  auto m = CreateModel(*om.src);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelConfig& c = (*m)->config();
+  const auto toks = Prompt(kPromptLen);
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    auto layout = KvCacheTypesFor(c, KvCacheTypes{t, t});
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    EXPECT_EQ(layout->v_in_k, 64);
+    auto latent = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, *layout);
+    auto copied = ContiguousKvCache::Create(c.n_layers, 1, 64, c.n_kv_heads, c.head_dim, KvCacheTypes{t, t});
+    ASSERT_TRUE(latent.ok() && copied.ok());
+    EXPECT_EQ(latent->ValueSlotBytes(), 0u);
+    EXPECT_EQ(latent->Bytes() * 2, copied->Bytes());
+    ForwardBatch b;
+    for (size_t i = 0; i < toks.size(); ++i) b.Add(toks[i], static_cast<int32_t>(i), 0, true);
+    std::vector<float> a(toks.size() * static_cast<size_t>(c.n_vocab)), want(a.size());
+    ASSERT_TRUE((*m)->Forward(b, *latent, a.data(), nullptr).ok());
+    ASSERT_TRUE((*m)->Forward(b, *copied, want.data(), nullptr).ok());
+    EXPECT_EQ(0, std::memcmp(a.data(), want.data(), a.size() * sizeof(float))) << DTypeName(t);
+  }
+  auto mixed = KvCacheTypesFor(c, KvCacheTypes{DType::kQ8_0, DType::kF16});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("--cache-type-v"), std::string::npos) << mixed.status().ToString();
+  const ModelConfig q3 =
+      testing::OpenTestModel(testing::WriteSyntheticTestModel(testing::TempDir(), "qwen3-tiny", DType::kF32))
+          .cfg;
+  auto plain = KvCacheTypesFor(q3, KvCacheTypes{DType::kQ8_0, DType::kF16});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->v_in_k, 0);
+}
+
+// Sliding-window layers (and deepseek2's latent cache) on the paged cache: a prefill of 20 tokens
+// then one token per step, with blocks of 8 in shuffled physical order, give the reference's
+// logits at every position (the window crosses blocks and the decode path, not just one batched
+// prefill).
 TEST(Architectures, SlidingWindowPrefillThenDecodeOnPagedCache) {
-  for (const char* preset : {"gemma2-tiny", "gemma3-tiny", "gpt-oss-tiny"}) {
+  for (const char* preset : {"gemma2-tiny", "gemma3-tiny", "gpt-oss-tiny", "deepseek2-tiny"}) {
     testing::OpenedModel om =
         testing::OpenTestModel(testing::WriteSyntheticTestModel(testing::TempDir(), preset, DType::kF32));
     ASSERT_TRUE(om.src);

@@ -113,8 +113,9 @@ void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out
 void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
                     float scale, const KvBlocks& kv, float* out) {
   const int group = n_heads / n_kv_heads;
+  const int dv = kv.ValueDim(head_dim);  // v_in_k: V is the first dv values of the K row
   std::vector<double> scores;
-  std::vector<double> acc(static_cast<size_t>(head_dim));
+  std::vector<double> acc(static_cast<size_t>(dv));
   for (int t = 0; t < n_q; ++t) {
     const int n_keys = q_pos[t] + 1;
     scores.assign(static_cast<size_t>(n_keys), 0.0);
@@ -143,11 +144,11 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int p = 0; p < n_keys; ++p) {
-        const float* v = row(kv.v_type, kv.v_cache, p);
-        for (int d = 0; d < head_dim; ++d) acc[d] += scores[p] / sum * v[d];
+        const float* v = kv.v_in_k > 0 ? row(kv.k_type, kv.k_cache, p) : row(kv.v_type, kv.v_cache, p);
+        for (int d = 0; d < dv; ++d) acc[d] += scores[p] / sum * v[d];
       }
-      float* o = out + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
-      for (int d = 0; d < head_dim; ++d) o[d] = static_cast<float>(acc[d]);
+      float* o = out + (static_cast<int64_t>(t) * n_heads + h) * dv;
+      for (int d = 0; d < dv; ++d) o[d] = static_cast<float>(acc[d]);
     }
   }
 }
