@@ -17,10 +17,19 @@ struct ArchName {
   std::string_view gguf;
 };
 constexpr ArchName kArchs[] = {
-    {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
-    {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3moe"}, {"GraniteForCausalLM", "granite"},
-    {"SmolLM3ForCausalLM", "smollm3"}, {"Olmo2ForCausalLM", "olmo2"},       {"Gemma2ForCausalLM", "gemma2"},
-    {"Gemma3ForCausalLM", "gemma3"},   {"Phi3ForCausalLM", "phi3"},         {"GptOssForCausalLM", "gpt-oss"},
+    {"LlamaForCausalLM", "llama"},
+    {"MistralForCausalLM", "llama"},
+    {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3moe"},
+    {"GraniteForCausalLM", "granite"},
+    {"SmolLM3ForCausalLM", "smollm3"},
+    {"Olmo2ForCausalLM", "olmo2"},
+    {"Gemma2ForCausalLM", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3"},
+    {"Phi3ForCausalLM", "phi3"},
+    {"GptOssForCausalLM", "gpt-oss"},
+    {"DeepseekV2ForCausalLM", "deepseek2"},
 };
 
 std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
@@ -169,6 +178,83 @@ Status GptOssConfig(const nlohmann::json& config, const std::string& path, int64
   return Status::Ok();
 }
 
+// DeepSeek-V2 under the GGUF keys of llama.cpp's conversion/deepseek.py (DeepseekV2Model): MLA
+// as one latent KV head (key_length = kv_lora_rank + rope dims, value_length = kv_lora_rank, a
+// head's real sizes as key/value_length_mla), leading dense layers, routed and shared experts,
+// YaRN's mscale_all_dim as 0.1 x yarn_log_multiplier. Routing the forward pass does not run
+// (grouped top-k, sigmoid scores) is refused, not approximated.
+Status DeepseekV2Config(const nlohmann::json& config, const std::string& path, int64_t layers,
+                        Metadata* meta) {
+  int64_t rank = 0, nope = 0, rope = 0, v = 0, q_rank = 0;
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "kv_lora_rank", path, &rank));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "qk_nope_head_dim", path, &nope));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "qk_rope_head_dim", path, &rope));
+  FERRY_RETURN_IF_ERROR(RequirePositive(config, "v_head_dim", path, &v));
+  if (config.contains("q_lora_rank") && !config["q_lora_rank"].is_null())
+    FERRY_RETURN_IF_ERROR(RequirePositive(config, "q_lora_rank", path, &q_rank));
+  if (config.value("attention_bias", false))
+    return UnsupportedError(
+        "{}: DeepSeek-V2 with attention biases (\"attention_bias\": true) is not supported", path);
+  if (rope % 2 != 0) return InvalidArgumentError("{}: \"qk_rope_head_dim\" {} must be even", path, rope);
+  auto u32 = [&](const std::string& key, int64_t x) {
+    meta->Set("deepseek2." + key, MetaValue::Uint(static_cast<uint64_t>(x), Type::kU32));
+  };
+  u32("attention.head_count_kv", 1);
+  u32("attention.key_length", rank + rope);
+  u32("attention.value_length", rank);
+  u32("attention.key_length_mla", nope + rope);
+  u32("attention.value_length_mla", v);
+  u32("attention.kv_lora_rank", rank);
+  if (q_rank > 0) u32("attention.q_lora_rank", q_rank);
+  u32("rope.dimension_count", rope);
+  const bool moe = config.contains("n_routed_experts") && !config["n_routed_experts"].is_null();
+  int64_t dense = moe ? 0 : layers;
+  if (auto k = JsonInt(config, "first_k_dense_replace")) dense = *k;
+  if (dense < 0 || dense > layers)
+    return InvalidArgumentError("{}: \"first_k_dense_replace\" {} is outside [0, {}]", path, dense, layers);
+  u32("leading_dense_block_count", dense);
+  if (moe) {
+    int64_t experts = 0, used = 0, width = 0;
+    FERRY_RETURN_IF_ERROR(RequirePositive(config, "n_routed_experts", path, &experts));
+    FERRY_RETURN_IF_ERROR(RequirePositive(config, "num_experts_per_tok", path, &used));
+    FERRY_RETURN_IF_ERROR(RequirePositive(config, "moe_intermediate_size", path, &width));
+    if (used > experts)
+      return InvalidArgumentError("{}: \"num_experts_per_tok\" {} exceeds \"n_routed_experts\" {}", path,
+                                  used, experts);
+    if (JsonInt(config, "moe_layer_freq").value_or(1) != 1)
+      return UnsupportedError("{}: \"moe_layer_freq\" other than 1 is not supported", path);
+    const std::string scoring = config.value("scoring_func", std::string("softmax"));
+    if (scoring != "softmax")
+      return UnsupportedError("{}: \"scoring_func\" '{}' is not supported (softmax is)", path, scoring);
+    const std::string topk = config.value("topk_method", std::string("greedy"));
+    const int64_t groups = JsonInt(config, "n_group").value_or(1),
+                  topk_group = JsonInt(config, "topk_group").value_or(groups);
+    if (topk != "greedy" && !(topk == "group_limited_greedy" && topk_group >= groups))
+      return UnsupportedError(
+          "{}: \"topk_method\" '{}' with n_group {} / topk_group {} (grouped expert routing) is not "
+          "supported "
+          "(greedy is)",
+          path, topk, groups, topk_group);
+    u32("expert_count", experts);
+    u32("expert_used_count", used);
+    u32("expert_feed_forward_length", width);
+    u32("expert_shared_count", JsonInt(config, "n_shared_experts").value_or(0));
+    if (auto s = JsonFloat(config, "routed_scaling_factor"))
+      meta->SetFloat("deepseek2.expert_weights_scale", *s);
+    if (config.value("norm_topk_prob", false)) meta->SetBool("deepseek2.expert_weights_norm", true);
+  }
+  if (auto it = config.find("rope_scaling"); it != config.end() && it->is_object()) {
+    const auto m_all = JsonFloat(*it, "mscale_all_dim"), m = JsonFloat(*it, "mscale");
+    if (m && m_all && *m != *m_all)
+      return UnsupportedError(
+          "{}: rope_scaling \"mscale\" {} differs from \"mscale_all_dim\" {} (llama.cpp and Ferry take them "
+          "equal)",
+          path, *m, *m_all);
+    if (m_all) meta->SetFloat("deepseek2.rope.scaling.yarn_log_multiplier", 0.1 * *m_all);
+  }
+  return Status::Ok();
+}
+
 // One of LongRoPE's factor lists: rot_dim / 2 positive numbers.
 Status LongRopeFactors(const nlohmann::json& rs, const char* key, const std::string& path, int64_t rot_dim,
                        std::vector<float>* out) {
@@ -249,8 +335,8 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
     return UnsupportedError(
         "{}: architecture '{}' is not supported (Ferry reads LlamaForCausalLM, MistralForCausalLM, "
         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GraniteForCausalLM, "
-        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM and "
-        "GptOssForCausalLM folders)",
+        "SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM, "
+        "GptOssForCausalLM and DeepseekV2ForCausalLM folders)",
         path, hf_arch.empty() ? "<missing \"architectures\">" : hf_arch);
   const std::string& arch = result->arch;
 
@@ -354,6 +440,7 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
   if (arch == "smollm3") FERRY_RETURN_IF_ERROR(SmolLM3NopeLayers(config, path, layers, meta));
   if (arch == "qwen3moe") FERRY_RETURN_IF_ERROR(Qwen3MoeConfig(config, path, meta));
   if (arch == "gpt-oss") FERRY_RETURN_IF_ERROR(GptOssConfig(config, path, layers, ffn, meta));
+  if (arch == "deepseek2") FERRY_RETURN_IF_ERROR(DeepseekV2Config(config, path, layers, meta));
   if (arch == "gemma2" || arch == "gemma3") {
     FERRY_RETURN_IF_ERROR(GemmaConfig(config, path, arch, layers, meta));
     result->norm_shift = 1.0f;
@@ -368,7 +455,9 @@ Status HfConfigToMetadata(const nlohmann::json& config, const std::string& path,
       meta->Set(std::string("tokenizer.ggml.") + key, MetaValue::Uint(v->get<uint64_t>(), Type::kU32));
   }
   result->tied_embeddings = config.value("tie_word_embeddings", false);
-  meta->SetBool("ferry.rope.neox", true);
+  // DeepSeek's modeling code rotates interleaved pairs of q_pe / k_pe (it regroups them before
+  // rotate_half), as llama.cpp's NORM RoPE does on the unpermuted weights.
+  if (arch != "deepseek2") meta->SetBool("ferry.rope.neox", true);
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 #include "base/mapped_file.h"
 #include "core/fp16.h"
 #include "formats/awq_import.h"
+#include "formats/deepseek_mla.h"
 #include "formats/gpt_oss_experts.h"
 #include "formats/hf_config.h"
 #include "formats/hf_names.h"
@@ -182,6 +183,8 @@ StatusOr<std::unique_ptr<WeightSource>> OpenHuggingFaceFolder(const std::string&
   }
   // gpt-oss's fused experts (and openai's MXFP4 blocks) -> llama.cpp's per-projection tensors.
   if (cfg.arch == "gpt-oss") FERRY_RETURN_IF_ERROR(ImportGptOssExperts(dir, src.get()));
+  // DeepSeek-V2's kv_b_proj -> the per-head W_UK^T / W_UV tensors of an MLA GGUF.
+  if (cfg.arch == "deepseek2") FERRY_RETURN_IF_ERROR(SplitDeepseekKvB(dir, src.get()));
   try {  // AutoAWQ checkpoints: qweight/qzeros/scales -> Ferry int4 (awq_import.h)
     auto qc = config.find("quantization_config");
     const bool mxfp4 = cfg.arch == "gpt-oss" && qc != config.end() && qc->is_object() &&

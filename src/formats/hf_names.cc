@@ -51,6 +51,20 @@ constexpr Rename kGptOssLayer[] = {
     {"self_attn.sinks", "attn_sinks.weight"},
 };
 
+// DeepSeek-V2 (modeling_deepseek.py): the low-rank q and KV projections and their norms, the
+// shared experts (conversion/deepseek.py); kv_b_proj is split by formats/deepseek_mla.h.
+constexpr Rename kDeepseek2Layer[] = {
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+};
+
 constexpr Rename kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -76,6 +90,9 @@ std::string HfToGgufTensorName(std::string_view hf_name, std::string_view arch) 
   std::string_view suffix = rest.substr(digits + 1);
   if (arch == "gpt-oss")
     for (const Rename& r : kGptOssLayer)
+      if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
+  if (arch == "deepseek2")
+    for (const Rename& r : kDeepseek2Layer)
       if (suffix == r.hf) return "blk." + std::string(layer) + "." + std::string(r.gguf);
   if (HasPostNorms(arch))
     for (const Rename& r : kPostNormLayer)

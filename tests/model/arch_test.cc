@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -578,6 +579,141 @@ TEST(Architectures, HfFolderMatchesGguf) {
       }
     }
   }
+}
+
+// DeepSeek-V2's Hugging Face folder of the deepseek2-tiny GGUF's f32 weights: transformers' names
+// (modeling_deepseek.py), kv_b_proj rebuilt from the split attn_k_b (transposed back) and attn_v_b
+// as llama.cpp's converter splits it, experts one tensor each, and the config.json keys.
+void WriteDeepseekHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<float>> store;
+  store.reserve(gguf.tensors().size() * static_cast<size_t>(c.n_expert + 1) * 3);
+  std::vector<formats::SafetensorsTensor> out;
+  static const std::map<std::string, std::string> kNames = {
+      {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
+      {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
+      {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
+      {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+      {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+      {"ffn_gate_inp.weight", "mlp.gate.weight"},
+      {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"},
+      {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"},
+      {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"}};
+  const int64_t nh = c.n_heads, r = c.kv_lora_rank, nope = c.MlaNopeDim(), vd = c.mla_v_dim;
+  for (const formats::TensorRef& t : gguf.tensors()) {
+    ASSERT_EQ(t.dtype, DType::kF32) << t.name;
+    const auto* f = static_cast<const float*>(t.data);
+    if (t.name.rfind("blk.", 0) != 0) {
+      store.emplace_back(f, f + t.NumElements());
+      out.push_back({HfName(t.name, false, false, false), DType::kF32, t.shape, store.back().data(),
+                     store.back().size() * 4});
+      continue;
+    }
+    const size_t dot = t.name.find('.', 4);
+    const std::string layer = "model.layers." + t.name.substr(4, dot - 4) + ".",
+                      suffix = t.name.substr(dot + 1);
+    if (suffix == "attn_v_b.weight") continue;  // with attn_k_b below
+    if (suffix == "attn_k_b.weight") {          // kv_b_proj [heads (nope + v), kv_lora]
+      const formats::TensorRef* vb = gguf.FindTensor(t.name.substr(0, dot + 1) + "attn_v_b.weight");
+      ASSERT_TRUE(vb);
+      const auto* v = static_cast<const float*>(vb->data);
+      std::vector<float>& kv = store.emplace_back(static_cast<size_t>(nh * (nope + vd) * r));
+      for (int64_t h = 0; h < nh; ++h) {
+        for (int64_t i = 0; i < nope; ++i)
+          for (int64_t a = 0; a < r; ++a) kv[(h * (nope + vd) + i) * r + a] = f[(h * r + a) * nope + i];
+        std::copy_n(v + h * vd * r, vd * r, kv.begin() + (h * (nope + vd) + nope) * r);
+      }
+      out.push_back({layer + "self_attn.kv_b_proj.weight",
+                     DType::kF32,
+                     {nh * (nope + vd), r},
+                     kv.data(),
+                     kv.size() * 4});
+      continue;
+    }
+    if (suffix.ends_with("_exps.weight")) {  // [E, rows, cols] -> one tensor per expert
+      const std::string which = suffix.substr(4, suffix.find("_exps") - 4);
+      const int64_t per = t.shape[1] * t.shape[2];
+      for (int64_t e = 0; e < t.shape[0]; ++e) {
+        store.emplace_back(f + e * per, f + (e + 1) * per);
+        out.push_back({layer + "mlp.experts." + std::to_string(e) + "." + which + "_proj.weight",
+                       DType::kF32,
+                       {t.shape[1], t.shape[2]},
+                       store.back().data(),
+                       store.back().size() * 4});
+      }
+      continue;
+    }
+    store.emplace_back(f, f + t.NumElements());
+    out.push_back(
+        {layer + kNames.at(suffix), DType::kF32, t.shape, store.back().data(), store.back().size() * 4});
+  }
+  ASSERT_TRUE(formats::WriteSafetensors(dir + "/model.safetensors", out).ok());
+  std::ofstream(dir + "/config.json")
+      << "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"hidden_size\": " << c.dim
+      << ", \"intermediate_size\": " << c.ffn_dim << ", \"moe_intermediate_size\": " << c.expert_ffn_dim
+      << ", \"num_hidden_layers\": " << c.n_layers << ", \"num_attention_heads\": " << nh
+      << ", \"num_key_value_heads\": " << nh << ", \"vocab_size\": " << c.n_vocab
+      << ", \"rms_norm_eps\": 1e-5, \"rope_theta\": " << c.rope_theta
+      << ", \"max_position_embeddings\": 512, \"tie_word_embeddings\": false"
+      << ", \"kv_lora_rank\": " << r << ", \"q_lora_rank\": " << c.q_lora_rank
+      << ", \"qk_nope_head_dim\": " << nope << ", \"qk_rope_head_dim\": " << c.rot_dim
+      << ", \"v_head_dim\": " << vd << ", \"n_routed_experts\": " << c.n_expert
+      << ", \"num_experts_per_tok\": " << c.n_expert_used << ", \"n_shared_experts\": 1"
+      << ", \"first_k_dense_replace\": " << c.n_dense_layers
+      << R"(, "routed_scaling_factor": 2.5, "norm_topk_prob": false, "topk_method": "greedy", "n_group": 1, )"
+      << R"("topk_group": 1, "scoring_func": "softmax", "moe_layer_freq": 1, "attention_bias": false, )"
+      << R"("rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128, )"
+      << R"("beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707}})";
+}
+
+// The same deepseek2 weights from a DeepSeek-V2 Hugging Face folder: the same config (MLA shapes,
+// YaRN scales, routing) and bit for bit the same logits (kv_b_proj split back exactly; no
+// permutation: DeepSeek rotates interleaved pairs as llama.cpp does). Grouped routing is refused.
+TEST(Architectures, Deepseek2HfFolderMatchesGguf) {
+  const std::string dir = testing::TempDir();
+  testing::OpenedModel g =
+      testing::OpenTestModel(testing::WriteSyntheticTestModel(dir, "deepseek2-tiny", DType::kF32));
+  ASSERT_TRUE(g.src);
+  WriteDeepseekHfFolder(*g.src, g.cfg, dir + "/hf-deepseek2");
+  auto hf_src = formats::OpenWeightSource(dir + "/hf-deepseek2");
+  ASSERT_TRUE(hf_src.ok()) << hf_src.status().ToString();
+  EXPECT_EQ((*hf_src)->FindTensor("blk.1.attn_kv_b.weight"), nullptr);  // split, not kept
+  auto hf = CreateModel(**hf_src);
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  auto gg = CreateModel(*g.src);
+  ASSERT_TRUE(gg.ok());
+  const ModelConfig &a = (*hf)->config(), &b = (*gg)->config();
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.n_kv_heads, 1);
+  EXPECT_EQ(a.rope_neox, b.rope_neox);
+  EXPECT_EQ(a.n_dense_layers, b.n_dense_layers);
+  EXPECT_EQ(a.shared_expert_ffn_dim, b.shared_expert_ffn_dim);
+  EXPECT_EQ(a.expert_weights_norm, b.expert_weights_norm);
+  EXPECT_FLOAT_EQ(a.expert_weights_scale, b.expert_weights_scale);
+  EXPECT_FLOAT_EQ(a.AttentionScale(), b.AttentionScale());
+  EXPECT_FLOAT_EQ(a.rope_attn_factor, b.rope_attn_factor);
+  const auto toks = Prompt(kPromptLen);
+  const std::vector<float> la = Logits(**hf, toks), lb = Logits(**gg, toks);
+  EXPECT_GT(MaxAbs(lb), 0.1);
+  double d = 0;
+  for (size_t i = 0; i < la.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(la[i] - lb[i])));
+  EXPECT_LE(d, 1e-6 * MaxAbs(lb));
+
+  std::string cfg;
+  std::getline(std::ifstream(dir + "/hf-deepseek2/config.json"), cfg, '\0');
+  const std::string grouped = std::regex_replace(cfg, std::regex(R"("n_group": 1, "topk_group": 1)"),
+                                                 R"("n_group": 4, "topk_group": 2)");
+  std::ofstream(dir + "/hf-deepseek2/config.json") << std::regex_replace(
+      grouped, std::regex(R"("topk_method": "greedy")"), R"("topk_method": "group_limited_greedy")");
+  auto refused = formats::OpenWeightSource(dir + "/hf-deepseek2");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("topk_method"), std::string::npos) << refused.status().ToString();
 }
 
 // openai's MXFP4 checkpoint layout of one expert matrix: blocks [E, rows, nb, 16] (elements 2i and
