@@ -26,7 +26,9 @@ struct ExpertMatrix {
   DType type = DType::kF32;
   int64_t n_out = 0, n_in = 0;
   size_t bytes = 0;
-  std::shared_ptr<const AlignedBuffer> packed;  // [PackedBytes] or null
+  // [PackedBytes] or null: a view into one buffer holding the same projection of every expert
+  // of the layer (model/moe.cc PackExperts), which owns it.
+  std::shared_ptr<const uint8_t> packed;
 
   // y: [n_tok, n_out] = x: [n_tok, n_in] @ W^T
   void Apply(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const;
