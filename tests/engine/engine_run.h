@@ -24,22 +24,10 @@ struct EngineRun {
   int requests_finished = 0;  // outputs with request_finished
 };
 
-// Adds every prompt at once (ids 0..n-1) and steps until done. `check_core` (optional) sees the
-// core once it is idle, before it is destroyed (e.g. to check a draft model's blocks).
-inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig& config,
-                                       const std::vector<std::vector<int32_t>>& prompts,
-                                       const std::vector<RequestOptions>& options,
-                                       const std::function<void(const EngineCore&)>& check_core = {}) {
-  auto core = EngineCore::Create(*lm.model, &*lm.tokenizer, config);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  if (!core.ok()) return {};
-  EngineRun run;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_TRUE((*core)->Validate(prompts[i], options[i]).ok());
-    (*core)->Add(static_cast<RequestId>(i), prompts[i], options[i], (*core)->Now());
-  }
-  for (int step = 0; step < 100000 && (*core)->HasWork(); ++step) {
-    auto outs = (*core)->Step();
+// Steps `core` until it has no work, collecting its outputs into `run`.
+inline void StepUntilIdle(EngineCore& core, EngineRun& run) {
+  for (int step = 0; step < 100000 && core.HasWork(); ++step) {
+    auto outs = core.Step();
     EXPECT_TRUE(outs.ok()) << outs.status().ToString();
     if (!outs.ok()) break;
     for (const RequestOutput& o : *outs) {
@@ -54,6 +42,27 @@ inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig
       run.requests_finished += o.request_finished ? 1 : 0;
     }
   }
+}
+
+// Adds the prompts (ids 0..n-1) and steps until done: all at once, or with `first_alone` the
+// first one to completion before the rest (so they find its prefix blocks cached). `check_core`
+// (optional) sees the core once it is idle, before it is destroyed (e.g. to check a draft
+// model's blocks).
+inline EngineRun RunEngineToCompletion(const LoadedModel& lm, const EngineConfig& config,
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       const std::vector<RequestOptions>& options,
+                                       const std::function<void(const EngineCore&)>& check_core = {},
+                                       bool first_alone = false) {
+  auto core = EngineCore::Create(*lm.model, &*lm.tokenizer, config);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  if (!core.ok()) return {};
+  EngineRun run;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE((*core)->Validate(prompts[i], options[i]).ok());
+    (*core)->Add(static_cast<RequestId>(i), prompts[i], options[i], (*core)->Now());
+    if (i == 0 && first_alone) StepUntilIdle(**core, run);
+  }
+  StepUntilIdle(**core, run);
   EXPECT_FALSE((*core)->HasWork());
   run.stats = (*core)->Stats();
   run.sparsity = (*core)->sparsity_stats();
@@ -75,6 +84,31 @@ inline RequestOptions GreedyOptions(int32_t max_tokens) {
   o.max_tokens = max_tokens;
   o.ignore_eos = true;
   return o;
+}
+
+// Requests i = 0..n-1 sharing the prompt `shared`, then a suffix of their own (suffix0 + 5 i
+// tokens 3 + (mi i + mj j) % 500); greedy for max0 + step i tokens, except every third (i % 3 == 1):
+// two branches sampled at temperature 1.1 with seed seed0 + i (+ branch).
+struct RequestSet {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> options;
+};
+inline RequestSet SharedPrefixRequests(const std::vector<int32_t>& shared, int n, int suffix0, int mi, int mj,
+                                       int32_t max0, int32_t step, uint64_t seed0) {
+  RequestSet r;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p = shared;
+    for (int j = 0; j < suffix0 + 5 * i; ++j) p.push_back(3 + (mi * i + mj * j) % 500);
+    r.prompts.push_back(p);
+    RequestOptions o = GreedyOptions(max0 + step * i);
+    if (i % 3 == 1) {
+      o.n = 2;
+      o.sampling.temperature = 1.1f;
+      o.sampling.seed = seed0 + static_cast<uint64_t>(i);
+    }
+    r.options.push_back(o);
+  }
+  return r;
 }
 
 }  // namespace ferry::testing

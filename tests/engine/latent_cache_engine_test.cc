@@ -28,14 +28,15 @@ class LatentCacheEngineTest : public ::testing::TestWithParam<DType> {
     lm_ = std::make_unique<LoadedModel>(std::move(*lm));
     ASSERT_TRUE(lm_->config().IsMla());
   }
+  // Small steps (64 tokens) over blocks of 8, in the parameter's K/V type.
   EngineConfig Config() const {
     EngineConfig c;
-    c.num_blocks = 256;
-    c.block_size = kBlock;
-    c.threads = 2;
-    c.scheduler.max_batch_tokens = 64;
-    c.scheduler.max_num_seqs = 16;
     c.kv_types = KvCacheTypes{GetParam(), GetParam()};
+    c.block_size = kBlock;
+    c.num_blocks = 256;
+    c.scheduler.max_num_seqs = 16;
+    c.scheduler.max_batch_tokens = 64;
+    c.threads = 2;
     return c;
   }
   std::unique_ptr<LoadedModel> lm_;
@@ -55,44 +56,19 @@ TEST_P(LatentCacheEngineTest, CapacityCountsKeyRowsOnly) {
 }
 
 TEST_P(LatentCacheEngineTest, BatchedEqualsAloneWithPrefixHitsForksAndPreemption) {
-  const std::vector<int32_t> shared = testing::TestPrompt(40, 7);
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<RequestOptions> opts;
-  for (int i = 0; i < 6; ++i) {
-    std::vector<int32_t> p = shared;
-    for (int j = 0; j < 2 + 5 * i; ++j) p.push_back(3 + (19 * i + 31 * j) % 500);
-    prompts.push_back(p);
-    RequestOptions o = testing::GreedyOptions(30 + 9 * i);
-    if (i % 3 == 1) {  // forked branches, sampled with seeds seed + b
-      o.n = 2;
-      o.sampling.temperature = 1.1f;
-      o.sampling.seed = 700 + static_cast<uint64_t>(i);
-    }
-    opts.push_back(o);
-  }
+  // A 40-token prefix (5 blocks) shared by 6 prompts, two of them forked.
+  const testing::RequestSet set =
+      testing::SharedPrefixRequests(testing::TestPrompt(40, 7), 6, 2, 19, 31, 30, 9, 700);
+  const std::vector<std::vector<int32_t>>& prompts = set.prompts;
+  const std::vector<RequestOptions>& opts = set.options;
   EngineConfig small = Config();
   small.num_blocks = 48;  // fewer than the 6 requests' 8 + 10 blocks each: they preempt each other
-  auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, small);
-  ASSERT_TRUE(core.ok()) << core.status().ToString();
-  EngineCore& e = **core;
-  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> batched;
-  auto run = [&] {
-    while (e.HasWork())
-      for (const RequestOutput& out : StepOk(e)) {
-        auto& t = batched[{out.id, out.branch}];
-        t.insert(t.end(), out.token_ids.begin(), out.token_ids.end());
-      }
-  };
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE(e.Validate(prompts[i], opts[i]).ok());
-    e.Add(static_cast<RequestId>(i), prompts[i], opts[i], e.Now());
-    if (i == 0) run();
-  }
-  run();
-  const EngineStats s = e.Stats();
-  EXPECT_GE(s.prefix_hit_tokens, 5 * 40);  // every later request hit the shared prefix's 5 blocks
-  EXPECT_GT(s.preemptions, 0);
-  EXPECT_EQ(e.kv_manager().NumFreeBlocks(), e.num_blocks());
+  // The first request alone, then the rest: they find its prefix blocks cached.
+  testing::EngineRun waves =
+      testing::RunEngineToCompletion(*lm_, small, prompts, opts, {}, /*first_alone=*/true);
+  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>>& batched = waves.tokens;
+  EXPECT_GE(waves.stats.prefix_hit_tokens, 5 * 40);  // every later request hit the shared prefix's 5 blocks
+  EXPECT_GT(waves.stats.preemptions, 0);
   for (size_t i = 0; i < prompts.size(); ++i) {
     testing::EngineRun alone = testing::RunEngineToCompletion(*lm_, Config(), {prompts[i]}, {opts[i]});
     for (int32_t b = 0; b < opts[i].n; ++b) {

@@ -102,47 +102,21 @@ TEST_P(SlidingWindowEngineTest, LongGenerationHoldsOnlyTheWindowsAndMatchesKeepi
 
 TEST_P(SlidingWindowEngineTest, BatchedEqualsAloneWithPrefixHitsForksAndPreemption) {
   // A 70-token prefix shared by every prompt (longer than the window), then a suffix of their own.
-  const std::vector<int32_t> shared = testing::TestPrompt(70, 11);
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<RequestOptions> opts;
-  for (int i = 0; i < 8; ++i) {
-    std::vector<int32_t> p = shared;
-    for (int j = 0; j < 3 + 5 * i; ++j) p.push_back(3 + (17 * i + 29 * j) % 500);
-    prompts.push_back(p);
-    RequestOptions o = testing::GreedyOptions(40 + 13 * i);
-    if (i % 3 == 1) {  // forked branches, sampled with seeds seed + b
-      o.n = 2;
-      o.sampling.temperature = 1.1f;
-      o.sampling.seed = 500 + static_cast<uint64_t>(i);
-    }
-    opts.push_back(o);
-  }
+  const testing::RequestSet set =
+      testing::SharedPrefixRequests(testing::TestPrompt(70, 11), 8, 3, 17, 29, 40, 13, 500);
+  const std::vector<std::vector<int32_t>>& prompts = set.prompts;
+  const std::vector<RequestOptions>& opts = set.options;
   // Batched in two waves, so the second finds the first's blocks cached, in a pool small
   // enough that the running requests preempt each other.
   EngineConfig small = Config(true);
   small.num_blocks = GetParam().small_pool;
-  auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, small);
-  ASSERT_TRUE(core.ok()) << core.status().ToString();
-  EngineCore& e = **core;
-  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> batched;
-  auto run = [&] {
-    while (e.HasWork())
-      for (const RequestOutput& out : StepOk(e)) {
-        auto& t = batched[{out.id, out.branch}];
-        t.insert(t.end(), out.token_ids.begin(), out.token_ids.end());
-      }
-  };
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE(e.Validate(prompts[i], opts[i]).ok());
-    e.Add(static_cast<RequestId>(i), prompts[i], opts[i], e.Now());
-    if (i == 0) run();
-  }
-  run();
-  const EngineStats s = e.Stats();
+  testing::EngineRun waves =
+      testing::RunEngineToCompletion(*lm_, small, prompts, opts, {}, /*first_alone=*/true);
+  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>>& batched = waves.tokens;
+  const EngineStats& s = waves.stats;      // the run checks that every block came back
   EXPECT_GE(s.prefix_hit_tokens, 7 * 64);  // every later request hit the shared prefix's 8 blocks
   EXPECT_GT(s.preemptions, 0);
   EXPECT_GT(s.kv_window_released_blocks, 0);
-  EXPECT_EQ(e.kv_manager().NumFreeBlocks(), e.num_blocks());
 
   testing::EngineRun kept = RunAll(Config(false), prompts, opts);
   EXPECT_EQ(kept.stats.preemptions, 0);

@@ -191,6 +191,18 @@ void ExpectRequiredKey(const char* preset, const std::string& key) {
   EXPECT_NE(cfg.status().message().find(key), std::string::npos) << cfg.status().ToString();
 }
 
+// The preset's metadata with `key` set to `value` is refused by a message naming the key.
+void ExpectRefusedWith(const char* preset, const std::string& key, uint64_t value) {
+  auto src =
+      formats::OpenWeightSource(testing::WriteSyntheticTestModel(testing::TempDir(), preset, DType::kF32));
+  ASSERT_TRUE(src.ok());
+  Metadata md = (*src)->metadata();
+  md.SetUint(key, value);
+  auto cfg = ModelConfig::FromMetadata(md);
+  ASSERT_FALSE(cfg.ok()) << key;
+  EXPECT_NE(cfg.status().message().find(key), std::string::npos) << cfg.status().ToString();
+}
+
 TEST(Architectures, GptOssNeedsSlidingWindow) {
   ExpectRequiredKey("gpt-oss-tiny", "gpt-oss.attention.sliding_window");
 }
@@ -201,14 +213,10 @@ TEST(Architectures, GptOssNeedsSlidingWindow) {
 TEST(Architectures, Deepseek2RefusesWhatItCannotRun) {
   ExpectRequiredKey("deepseek2-tiny", "deepseek2.attention.kv_lora_rank");
   ExpectRequiredKey("deepseek2-tiny", "deepseek2.attention.key_length_mla");
+  ExpectRefusedWith("deepseek2-tiny", "deepseek2.expert_gating_func", 2);
   auto src = formats::OpenWeightSource(
       testing::WriteSyntheticTestModel(testing::TempDir(), "deepseek2-tiny", DType::kF32));
   ASSERT_TRUE(src.ok());
-  Metadata md = (*src)->metadata();
-  md.SetUint("deepseek2.expert_gating_func", 2);
-  auto cfg = ModelConfig::FromMetadata(md);
-  ASSERT_FALSE(cfg.ok());
-  EXPECT_NE(cfg.status().message().find("expert_gating_func"), std::string::npos) << cfg.status().ToString();
   ModelOptions opts;
   opts.sparsity.attn_skip_threshold = 0.01f;
   auto sparse = CreateModel(**src, opts);
@@ -342,15 +350,7 @@ TEST(Architectures, SlidingWindowPrefillThenDecodeOnPagedCache) {
 
 // OLMo 3 GGUFs reuse arch olmo2 with sliding-window layers, which Ferry does not run yet.
 TEST(Architectures, Olmo2WithSlidingWindowIsRefused) {
-  auto src = formats::OpenWeightSource(
-      testing::WriteSyntheticTestModel(testing::TempDir(), "olmo2-tiny", DType::kF32));
-  ASSERT_TRUE(src.ok());
-  Metadata md = (*src)->metadata();
-  md.SetUint("olmo2.attention.sliding_window", 4096);
-  auto cfg = ModelConfig::FromMetadata(md);
-  ASSERT_FALSE(cfg.ok());
-  EXPECT_NE(cfg.status().message().find("olmo2.attention.sliding_window"), std::string::npos)
-      << cfg.status().ToString();
+  ExpectRefusedWith("olmo2-tiny", "olmo2.attention.sliding_window", 4096);
 }
 
 TEST(Architectures, GraniteNeedsLogitScale) {
@@ -446,6 +446,25 @@ void WriteGptOssExperts(const formats::WeightSource& gguf, const ModelConfig& c,
   }
 }
 
+// An f32 expert tensor t ([E, rows, cols], blk.L.ffn_X_exps.weight) as transformers' one tensor
+// per expert, `layer` + "mlp.experts.E.X_proj.weight" (layer: "model.layers.L."). `store` keeps
+// the data alive; it must not reallocate.
+void SplitExpertTensor(const formats::TensorRef& t, const std::string& layer,
+                       std::vector<std::vector<float>>& store, std::vector<formats::SafetensorsTensor>& out) {
+  const auto* f = static_cast<const float*>(t.data);
+  const size_t at = t.name.find("ffn_") + 4;
+  const std::string which = t.name.substr(at, t.name.find("_exps") - at);
+  const int64_t per = t.shape[1] * t.shape[2];
+  for (int64_t e = 0; e < t.shape[0]; ++e) {
+    store.emplace_back(f + e * per, f + (e + 1) * per);
+    out.push_back({layer + "mlp.experts." + std::to_string(e) + "." + which + "_proj.weight",
+                   DType::kF32,
+                   {t.shape[1], t.shape[2]},
+                   store.back().data(),
+                   store.back().size() * 4});
+  }
+}
+
 // Writes dir/config.json + model.safetensors holding the GGUF's f32 weights under HF names.
 void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, const std::string& hf_arch,
                    const std::string& extra_config, const std::string& dir) {
@@ -462,18 +481,7 @@ void WriteHfFolder(const formats::WeightSource& gguf, const ModelConfig& c, cons
     if (gpt_oss && t.name.find("_exps.") != std::string::npos) continue;  // WriteGptOssExperts
     const auto* f = static_cast<const float*>(t.data);
     if (t.name.ends_with("_exps.weight")) {  // [E, rows, cols] -> one tensor per expert
-      const std::string which =
-          t.name.substr(t.name.find("ffn_") + 4, t.name.find("_exps") - t.name.find("ffn_") - 4);
-      const int64_t per = t.shape[1] * t.shape[2];
-      for (int64_t e = 0; e < t.shape[0]; ++e) {
-        store.emplace_back(f + e * per, f + (e + 1) * per);
-        out.push_back({"model.layers." + t.name.substr(4, t.name.find('.', 4) - 4) + ".mlp.experts." +
-                           std::to_string(e) + "." + which + "_proj.weight",
-                       DType::kF32,
-                       {t.shape[1], t.shape[2]},
-                       store.back().data(),
-                       store.back().size() * 4});
-      }
+      SplitExpertTensor(t, "model.layers." + t.name.substr(4, t.name.find('.', 4) - 4) + ".", store, out);
       continue;
     }
     store.emplace_back(f, f + t.NumElements());
@@ -636,17 +644,8 @@ void WriteDeepseekHfFolder(const formats::WeightSource& gguf, const ModelConfig&
                      kv.size() * 4});
       continue;
     }
-    if (suffix.ends_with("_exps.weight")) {  // [E, rows, cols] -> one tensor per expert
-      const std::string which = suffix.substr(4, suffix.find("_exps") - 4);
-      const int64_t per = t.shape[1] * t.shape[2];
-      for (int64_t e = 0; e < t.shape[0]; ++e) {
-        store.emplace_back(f + e * per, f + (e + 1) * per);
-        out.push_back({layer + "mlp.experts." + std::to_string(e) + "." + which + "_proj.weight",
-                       DType::kF32,
-                       {t.shape[1], t.shape[2]},
-                       store.back().data(),
-                       store.back().size() * 4});
-      }
+    if (suffix.ends_with("_exps.weight")) {
+      SplitExpertTensor(t, layer, store, out);
       continue;
     }
     store.emplace_back(f, f + t.NumElements());
