@@ -6,7 +6,6 @@
 #include <numeric>
 #include <string>
 
-#include "base/check.h"
 #include "kernels/kernels.h"
 
 namespace ferry {
@@ -97,13 +96,17 @@ StatusOr<std::vector<ExpertMatrix>> ReadMatrices(const formats::WeightSource& sr
 void PackExperts(const std::vector<ExpertMatrix*>& mats, bool repack, ThreadPool* pool) {
   if (mats.empty()) return;
   const ExpertMatrix& first = *mats[0];
+  for (const ExpertMatrix* m : mats)  // per-expert tensors of a file may differ: one buffer each
+    if (m->type != first.type || m->n_out != first.n_out || m->n_in != first.n_in) {
+      for (ExpertMatrix* one : mats) PackExperts({one}, repack, pool);
+      return;
+    }
   if (!kernels::CanPack(first.type, first.n_in)) return;
   if (!repack && kernels::CanMatMul(first.type)) return;
   const size_t each = kernels::PackedBytes(first.type, first.n_out, first.n_in);
   auto buf = std::make_shared<AlignedBuffer>(each * mats.size());  // [experts, PackedBytes]
   for (size_t e = 0; e < mats.size(); ++e) {
     ExpertMatrix& m = *mats[e];
-    FERRY_CHECK(m.type == first.type && m.n_out == first.n_out && m.n_in == first.n_in);
     uint8_t* at = buf->as<uint8_t>() + e * each;
     kernels::PackWeights(m.type, m.data, m.n_out, m.n_in, at, pool);
     m.packed = std::shared_ptr<const uint8_t>(buf, at);  // shares ownership of the whole buffer

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/metadata.h"
+#include "formats/gguf.h"
 #include "formats/weight_source.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -238,6 +239,54 @@ TEST_P(MoeLayerTest, CapacityDropsInTokenOrderAndCounts) {
                                }),
                 1e-5);
   }
+}
+
+// Older Mixtral GGUFs hold one tensor per expert, whose types may differ. Layer 0 of moe-tiny
+// rewritten so, expert 0 in q8_0 and the others in q4_0: each projection's experts cannot share
+// one packed buffer (model/moe.cc PackExperts), and the repacked layer computes the bits of the
+// in-place one (whose kernels run the packed kernels' float order).
+TEST(MoeLayer, PerExpertTensorsOfMixedTypesPack) {
+  Scratch scratch;
+  MoeFixture f = Make("moe-tiny", DType::kF32);
+  const ModelConfig& c = f.cfg;
+  const int64_t dim = c.dim, ffn = c.expert_ffn_dim;
+  std::vector<std::vector<uint8_t>> store;
+  store.reserve(static_cast<size_t>(c.n_expert) * 3);
+  std::vector<formats::GgufTensorToWrite> tensors;
+  const formats::TensorRef* router = f.src->FindTensor("blk.0.ffn_gate_inp.weight");
+  ASSERT_TRUE(router);
+  tensors.push_back({router->name, router->dtype, router->shape, router->data, router->nbytes});
+  for (const char* which : {"gate", "up", "down"}) {
+    const std::string name = std::string("blk.0.ffn_") + which + "_exps.weight";
+    const int64_t rows = which[0] == 'd' ? dim : ffn, cols = which[0] == 'd' ? ffn : dim;
+    for (int32_t e = 0; e < c.n_expert; ++e) {
+      const DType t = e == 0 ? DType::kQ8_0 : DType::kQ4_0;
+      const std::vector<float> w = Dequant(*f.src, name, e, rows, cols);
+      std::vector<uint8_t>& q = store.emplace_back(RowBytes(t, cols) * static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        kernels::QuantizeRow(t, w.data() + r * cols, q.data() + RowBytes(t, cols) * static_cast<size_t>(r),
+                             cols);
+      tensors.push_back({std::string("blk.0.ffn_") + which + "." + std::to_string(e) + ".weight",
+                         t,
+                         {rows, cols},
+                         q.data(),
+                         q.size()});
+    }
+  }
+  const std::string path = testing::TempDir() + "/moe-mixed-experts.gguf";
+  ASSERT_TRUE(formats::WriteGguf(path, f.src->metadata(), tensors, {}).ok());
+  auto mixed = formats::OpenWeightSource(path);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  ThreadPool pool(2);
+  auto packed = MoeFfn::Load(**mixed, c, 0, /*repack=*/true, &pool);
+  auto in_place = MoeFfn::Load(**mixed, c, 0, /*repack=*/false, &pool);
+  ASSERT_TRUE(packed.ok() && in_place.ok()) << packed.status().ToString();
+  const int64_t n = 9;
+  auto x = RandomRows(n, dim, 3);
+  std::vector<float> a(static_cast<size_t>(n * dim)), b(a.size());
+  (*packed)->Forward(x.data(), n, a.data(), 0.0, nullptr, scratch, &pool);
+  (*in_place)->Forward(x.data(), n, b.data(), 0.0, nullptr, scratch, &pool);
+  EXPECT_EQ(a, b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, MoeLayerTest, ::testing::Values("moe-tiny", "qwen2moe-tiny"),
