@@ -63,7 +63,7 @@ StatusOr<KvCacheTypes> KvCacheTypesFor(const ModelConfig& model, KvCacheTypes re
 }
 
 size_t KvStorage::SlotBytes(int32_t n_kv_heads, int32_t head_dim, const KvCacheTypes& types) {
-  const size_t v = types.v_in_k > 0 ? 0 : kernels::KvRowBytes(types.v, head_dim);
+  const size_t v = types.v_in_k > 0 ? 0 : kernels::KvRowBytes(types.v, head_dim);  // V lives in K
   return static_cast<size_t>(n_kv_heads) * (kernels::KvRowBytes(types.k, head_dim) + v);
 }
 

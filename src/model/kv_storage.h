@@ -32,6 +32,8 @@ struct KvCacheTypes {
   // latent attention, whose V is the latent part of K; llama.cpp's MLA cache stores no V either).
   // Then v must equal k. Set by KvCacheTypesFor from the model, never by a flag.
   int32_t v_in_k = 0;
+  // Values per head that attention returns over such a cache (kernels::KvBlocks::ValueDim).
+  int32_t ValueDim(int32_t head_dim) const { return v_in_k > 0 ? v_in_k : head_dim; }
   static KvCacheTypes F32() { return {DType::kF32, DType::kF32}; }
   bool operator==(const KvCacheTypes&) const = default;
 };

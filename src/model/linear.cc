@@ -108,6 +108,21 @@ Status AttachW8A8(const formats::WeightSource& src, const std::string& name, Lin
   return Status::Ok();
 }
 
+// t's type computable for rows of n_in (int8 only as W8A8, when allowed) and its bytes those of
+// n_rows such rows: the row's byte size, or the error naming the file and the tensor.
+StatusOr<size_t> CheckMatrixBytes(const formats::WeightSource& src, const formats::TensorRef& t,
+                                  int64_t n_rows, int64_t n_in, bool allow_w8a8) {
+  if (!(allow_w8a8 && t.dtype == DType::kI8) && !kernels::CanMatMul(t.dtype) &&
+      !kernels::CanPack(t.dtype, n_in))
+    return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src.path(),
+                            t.name, DTypeName(t.dtype));
+  auto row = RowBytesChecked(t.dtype, n_in);
+  if (!row || *row * static_cast<size_t>(n_rows) != t.nbytes)
+    return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src.path(), t.name,
+                                t.nbytes);
+  return *row;
+}
+
 }  // namespace
 
 StatusOr<std::vector<Linear>> LoadLinearStack(const formats::WeightSource& src, const std::string& name,
@@ -117,14 +132,9 @@ StatusOr<std::vector<Linear>> LoadLinearStack(const formats::WeightSource& src, 
   if (t->shape.size() != 3 || t->shape[0] != n_mats || t->shape[1] != n_out || t->shape[2] != n_in)
     return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}, {}]", src.path(), name,
                                 t->ShapeString(), n_mats, n_out, n_in);
-  if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
-    return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src.path(),
-                            name, DTypeName(t->dtype));
-  auto row = RowBytesChecked(t->dtype, n_in);
-  if (!row || *row * static_cast<size_t>(n_out * n_mats) != t->nbytes)
-    return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src.path(), name,
-                                t->nbytes);
-  const size_t mat_bytes = *row * static_cast<size_t>(n_out);
+  FERRY_ASSIGN_OR_RETURN(const size_t row,
+                         CheckMatrixBytes(src, *t, n_mats * n_out, n_in, /*allow_w8a8=*/false));
+  const size_t mat_bytes = row * static_cast<size_t>(n_out);
   std::vector<Linear> out;
   for (int64_t m = 0; m < n_mats; ++m)
     out.push_back(Linear{static_cast<const uint8_t*>(t->data) + static_cast<size_t>(m) * mat_bytes, t->dtype,
@@ -140,13 +150,7 @@ StatusOr<Linear> LoadLinear(const formats::WeightSource& src, const std::string&
     return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src.path(), name,
                                 t->ShapeString(), n_out, n_in);
   const bool w8a8 = t->dtype == DType::kI8;
-  if (!w8a8 && !kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
-    return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src.path(),
-                            name, DTypeName(t->dtype));
-  auto row = RowBytesChecked(t->dtype, n_in);
-  if (!row || *row * static_cast<size_t>(n_out) != t->nbytes)
-    return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src.path(), name,
-                                t->nbytes);
+  FERRY_RETURN_IF_ERROR(CheckMatrixBytes(src, *t, n_out, n_in, /*allow_w8a8=*/true).status());
   Linear lin{t->data, t->dtype, n_out, n_in, t->nbytes, nullptr, nullptr, 0.f};
   if (w8a8) FERRY_RETURN_IF_ERROR(AttachW8A8(src, name, lin));
   return lin;

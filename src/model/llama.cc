@@ -680,8 +680,8 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
 void LlamaModel::AttendRuns(const Pass& p, int32_t l, const AttentionBlock& blk, const float* q,
                             float* attn) const {
   const ModelConfig& c = config_;
-  const int32_t v_in_k = p.kv.types().v_in_k;  // a latent cache: outputs of v_in_k values per head
-  const int64_t qd = blk.n_q * c.head_dim, od = blk.n_q * int64_t{v_in_k > 0 ? v_in_k : c.head_dim};
+  // A latent cache (KvCacheTypes::v_in_k) returns fewer values per head than q has.
+  const int64_t qd = blk.n_q * c.head_dim, od = blk.n_q * int64_t{p.kv.types().ValueDim(c.head_dim)};
   const float scale = c.AttentionScale();
   const LayerWeights& w = layers_[static_cast<size_t>(l)];
   const kernels::AttentionVariant variant{c.IsSlidingLayer(l) ? c.sliding_window : 0, c.attn_softcap,
@@ -769,7 +769,7 @@ void LlamaModel::MlaAttention(const Pass& p, int32_t l, const float* xn, float* 
   AttentionBlock blk;
   blk.n_q = static_cast<int>(nh);
   blk.n_kv = 1;
-  const int64_t aw = p.kv.types().v_in_k > 0 ? rank : hd;
+  const int64_t aw = p.kv.types().ValueDim(c.head_dim);  // kv_lora, or whole rows without the layout
   float* attn = p.s.layer.Floats(kAttn, n * nh * aw);  // [n, n_heads, aw]; the first kv_lora count
   AttendRuns(p, l, blk, q, attn);
   float* av = p.s.layer.Floats(kMlaV, n * nh * vd);  // [n, n_heads v_dim]

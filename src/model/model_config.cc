@@ -145,6 +145,18 @@ Status ReadGemma(const Metadata& md, const std::string& p, ModelConfig* c) {
   return Status::Ok();
 }
 
+// YaRN's RoPE magnitude in llama.cpp's float steps (llama-context.cpp yarn_attn_factor, then
+// ggml's rope_yarn): ratio / (1 + 0.1 ln f) times the file's attn_factor, times 1 + 0.1 ln(1 /
+// freq_scale). ratio is mscale(f, 1) = 1 + 0.1 ln f, or deepseek2's mscale(f, m_all) / itself = 1.
+float YarnRopeMagnitude(float ratio, float file_attn_factor, float freq_scale) {
+  const float factor = 1.0f / freq_scale;
+  const float attn = ratio * (1.0f / (1.0f + 0.1f * std::log(factor))) * file_attn_factor;
+  return attn * (1.0f + 0.1f * std::log(1.0f / freq_scale));
+}
+float YarnMscale(float factor, float m) {
+  return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f;
+}
+
 // deepseek2 as llama.cpp's src/models/deepseek2.cpp reads an MLA GGUF (the converter's split
 // attn_k_b / attn_v_b): the cache's one "head" is the latent row, attention.key_length =
 // kv_lora_rank + rope dims and value_length = kv_lora_rank; key/value_length_mla are a head's
@@ -217,11 +229,8 @@ Status ReadDeepseek2(const Metadata& md, const std::string& p, ModelConfig* c) {
   float rope_mag = static_cast<float>(md.GetFloat(p + "rope.scaling.attn_factor").value_or(1.0));
   float mscale = rope_mag;
   if (c->rope_yarn && c->rope_freq_scale != 1.0f) {
-    const float factor = 1.0f / c->rope_freq_scale;
-    auto get_mscale = [&](float m) { return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f; };
-    const float ratio = log_mul != 0.0f ? 1.0f : get_mscale(1.0f);  // mscale(f, m_all) / itself
-    const float attn = ratio * (1.0f / (1.0f + 0.1f * std::log(factor))) * rope_mag;
-    rope_mag = attn * (1.0f + 0.1f * std::log(1.0f / c->rope_freq_scale));
+    const float ratio = log_mul != 0.0f ? 1.0f : YarnMscale(1.0f / c->rope_freq_scale, 1.0f);
+    rope_mag = YarnRopeMagnitude(ratio, rope_mag, c->rope_freq_scale);
     mscale = rope_mag * (1.0f + 0.1f * log_mul * std::log(1.0f / c->rope_freq_scale));
   }
   c->rope_attn_factor = rope_mag;
@@ -293,13 +302,10 @@ StatusOr<ModelConfig> ModelConfig::FromMetadata(const Metadata& md) {
                 md.GetBool("ferry.rope.neox").value_or(false);
   c.rope_attn_factor = static_cast<float>(md.GetFloat(p + "rope.scaling.attn_factor").value_or(1.0));
   if (c.rope_yarn && c.rope_freq_scale != 1.0f) {
-    // llama.cpp (llama-context.cpp): attn_factor = mscale(factor) / (1 + 0.1 ln factor) times the
-    // file's, then ggml's rope_yarn multiplies cos and sin by it and by 1 + 0.1 ln(1 / freq_scale);
-    // the same float steps here.
-    const float factor = 1.0f / c.rope_freq_scale;
-    const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
-    const float attn = mscale * (1.0f / (1.0f + 0.1f * std::log(factor))) * c.rope_attn_factor;
-    c.rope_attn_factor = attn * (1.0f + 0.1f * std::log(1.0f / c.rope_freq_scale));
+    // llama.cpp: attn_factor = mscale(factor) / (1 + 0.1 ln factor) times the file's, then ggml's
+    // 1 + 0.1 ln(1 / freq_scale) (deepseek2 replaces it: ReadDeepseek2).
+    c.rope_attn_factor =
+        YarnRopeMagnitude(YarnMscale(1.0f / c.rope_freq_scale, 1.0f), c.rope_attn_factor, c.rope_freq_scale);
   }
   c.n_ctx_orig =
       static_cast<int32_t>(md.GetInt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train));

@@ -52,40 +52,14 @@ const std::vector<ModelPreset> kPresets = {
     // correction dims (0 .. 5 of 16 pairs) put the ramp inside the head.
     {"gpt-oss-tiny", "gpt-oss", 512, 64,  4,   4, 2, 64, 512, 150000.0f, false, 8, 4, 0, 32, 32,
      0.0f,           0.0f,      0,   128, 4.0f},
+    // clang-format off
     // deepseek2: 3 layers (layer 0 dense), 4 heads over a 64-wide latent KV + 32 rotated dims (one
     // 96-wide cached row per token, q8_0-blockable), q through a rank-32 bottleneck, heads of 32 + 32
     // query/key and 32 value dims; 8 experts top-2 of width 32 plus one shared, weights x2.5
     // (unnormalized); YaRN factor 4 from 128 with DeepSeek's mscale_all_dim 0.707.
-    {"deepseek2-tiny",
-     "deepseek2",
-     512,
-     64,
-     3,
-     4,
-     1,
-     32,
-     512,
-     10000.0f,
-     false,
-     8,
-     2,
-     0,
-     96,
-     0,
-     0.0f,
-     0.0f,
-     32,
-     128,
-     4.0f,
-     64,
-     32,
-     32,
-     32,
-     1,
-     1,
-     128,
-     2.5f,
-     0.0707f},
+    {"deepseek2-tiny", "deepseek2", 512, 64, 3, 4, 1, 32, 512, 10000.0f, false,
+     8, 2, 0, 96, 0, 0.0f, 0.0f, 32, 128, 4.0f, 64, 32, 32, 32, 1, 1, 128, 2.5f, 0.0707f},
+    // clang-format on
     // Real shapes (config.json of Qwen/Qwen3-0.6B, ibm-granite/granite-3.3-2b-base,
     // HuggingFaceTB/SmolLM3-3B).
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0f, true, 0, 0, 0, 128},
@@ -104,39 +78,13 @@ const std::vector<ModelPreset> kPresets = {
     // YaRN factor 32 from 4096.
     {"gpt-oss-20b", "gpt-oss", 201088, 2880, 24,   64,   8, 2880, 131072, 150000.0f, false, 32, 4, 0, 64,
      128,           0.0f,      0.0f,   0,    4096, 32.0f},
+    // clang-format off
     // deepseek-ai/DeepSeek-V2-Lite: 27 layers (1 dense of 10944), 16 heads, latent 512 + 64 rotated,
     // no q bottleneck, 128 + 64 query/key and 128 value dims per head, 64 experts top-6 of 1408 plus
     // 2 shared, YaRN 40 from 4096 (about 9 GB at q4_0: shapes for `ferry info`/benchmarks).
-    {"deepseek-v2-lite",
-     "deepseek2",
-     102400,
-     2048,
-     27,
-     16,
-     1,
-     1408,
-     163840,
-     10000.0f,
-     false,
-     64,
-     6,
-     0,
-     576,
-     0,
-     0.0f,
-     0.0f,
-     64,
-     4096,
-     40.0f,
-     512,
-     0,
-     128,
-     128,
-     1,
-     2,
-     10944,
-     1.0f,
-     0.0707f},
+    {"deepseek-v2-lite", "deepseek2", 102400, 2048, 27, 16, 1, 1408, 163840, 10000.0f, false,
+     64, 6, 0, 576, 0, 0.0f, 0.0f, 64, 4096, 40.0f, 512, 0, 128, 128, 1, 2, 10944, 1.0f, 0.0707f},
+    // clang-format on
 };
 
 // Granite 3.x's multipliers (granite-3.3-2b's config.json): llama.cpp's GGUF keys.
