@@ -113,10 +113,6 @@ Status LoadMla(const WeightReader& r, const formats::WeightSource& src, const Mo
   FERRY_ASSIGN_OR_RETURN(w.wk_b, LoadLinearStack(src, p + "attn_k_b.weight", nh, rank, c.MlaNopeDim()));
   FERRY_ASSIGN_OR_RETURN(w.wv_b, LoadLinearStack(src, p + "attn_v_b.weight", nh, c.mla_v_dim, rank));
   FERRY_ASSIGN_OR_RETURN(w.wo, r.Matrix(p + "attn_output.weight", dim, nh * c.mla_v_dim));
-  if (r.Has(p + "exp_probs_b.bias"))
-    return UnsupportedError(
-        "'{}': '{}exp_probs_b.bias' (DeepSeek-V3's expert selection bias) is not supported yet", src.path(),
-        p);
   return Status::Ok();
 }
 

@@ -132,6 +132,11 @@ StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src,
   m->softmax_after_topk_ = cfg.expert_softmax_after_topk;
   m->swiglu_oai_ = cfg.swiglu_oai;
   const std::string p = "blk." + std::to_string(layer) + ".";
+  // DeepSeek-V3's selection bias changes which experts are chosen: refused, not ignored.
+  if (src.FindTensor(p + "exp_probs_b.bias"))
+    return UnsupportedError(
+        "'{}': '{}exp_probs_b.bias' (DeepSeek-V3's expert selection bias) is not supported yet", src.path(),
+        p);
   const int64_t E = cfg.n_expert, dim = cfg.dim, ffn = cfg.expert_ffn_dim;
   FERRY_ASSIGN_OR_RETURN(auto router, ReadMatrices(src, p + "ffn_gate_inp.weight", 1, E, dim));
   m->router_ = router[0];

@@ -340,6 +340,27 @@ TEST(MoeModel, BatchInvariantWithoutDroppingAndCountsDropsWithCapacity) {
   }
 }
 
+// DeepSeek-V3's expert selection bias (blk.L.exp_probs_b.bias) would change which experts run:
+// a layer that has one is refused by the tensor's name, not run without it.
+TEST(MoeConfig, SelectionBiasIsRefused) {
+  MoeFixture f = Make("moe-tiny", DType::kF32);
+  std::vector<formats::GgufTensorToWrite> tensors;
+  for (const formats::TensorRef& t : f.src->tensors())
+    tensors.push_back({t.name, t.dtype, t.shape, t.data, t.nbytes});
+  const std::vector<float> bias(static_cast<size_t>(f.cfg.n_expert), 0.5f);
+  tensors.push_back({"blk.1.exp_probs_b.bias", DType::kF32, {f.cfg.n_expert}, bias.data(), bias.size() * 4});
+  const std::string path = testing::TempDir() + "/moe-selection-bias.gguf";
+  ASSERT_TRUE(formats::WriteGguf(path, f.src->metadata(), tensors, {}).ok());
+  auto src = formats::OpenWeightSource(path);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ThreadPool pool(2);
+  ASSERT_TRUE(MoeFfn::Load(**src, f.cfg, 0, true, &pool).ok());
+  auto biased = MoeFfn::Load(**src, f.cfg, 1, true, &pool);
+  ASSERT_FALSE(biased.ok());
+  EXPECT_NE(biased.status().message().find("blk.1.exp_probs_b.bias"), std::string::npos)
+      << biased.status().ToString();
+}
+
 TEST(MoeConfig, BadExpertCountsAreClearErrors) {
   Metadata md;
   md.SetString("general.architecture", "llama");
