@@ -32,6 +32,8 @@ static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc
 //   q4_0:  qs [nb][4][32] u8 | d [nb][8] fp16                         = nb * 144 bytes
 //   int4:  qs [nb][4][32] u8 | d [ng][8] fp16 | z [ng][8] u8           = nb * 128 + ng * 24
 //   q8_0:  qs [nb][8][32] i8 | d [nb][8] fp16                         = nb * 272 bytes
+//   mxfp4: qs [nb][4][32] u8 | e [nb][8] u8 (e8m0)                    = nb * 136 bytes
+//          (the nibbles are e2m1 codes, looked up in kMxfp4Values: MXFP4's own bytes, reordered)
 // 4-bit: byte 4r + k of load j (j < 4) of block b = row r's original qs[4j + k] of that block,
 // i.e. low nibble = element 4j + k, high nibble = element 16 + 4j + k. So `x & 0x0F` gives
 // elements 4j..4j+3 of all 8 rows and `(x >> 4) & 0x0F` elements 16+4j..16+4j+3.
@@ -78,10 +80,12 @@ struct PackedShape {
   bool is_int4() const { return IsFerryInt4(type); }
   bool is_q4_k() const { return type == DType::kQ4_K; }
   bool is_q6_k() const { return type == DType::kQ6_K; }
+  bool is_mxfp4() const { return type == DType::kMXFP4; }
   // q4_K / q6_K keep each super-block's quants and scales together (QsBytes/ScaleBytes are unused).
   size_t QsBytes() const { return static_cast<size_t>(nb()) * (type == DType::kQ8_0 ? 256 : 128); }
   size_t ScaleBytes() const {
-    return is_int4() ? static_cast<size_t>(ng()) * 24 : static_cast<size_t>(nb()) * 16;
+    if (is_int4()) return static_cast<size_t>(ng()) * 24;
+    return static_cast<size_t>(nb()) * (is_mxfp4() ? 8 : 16);
   }
   size_t RowGroupBytes() const {
     if (is_q4_k()) return static_cast<size_t>(nsb()) * kK4PackedSbBytes;
@@ -117,6 +121,22 @@ inline PackedAct PackedActAt(const void* base, int64_t n_in) {
           reinterpret_cast<const int32_t*>(p + nb * 36)};
 }
 
+// The 4-bit formats the packed micro-kernels' Tile4 reads (one body, three ways to read a nibble):
+// q4_0 (fp16 d per block, z = 8), Ferry int4 (fp16 d and u8 z per group), MXFP4 (e8m0 per block;
+// a code looks up kMxfp4Values + 12 in [0, 24], and 12 * s comes off as q4_0's 8 * s does).
+enum class FourBit { kQ4_0, kInt4, kMxfp4 };
+inline constexpr int kMxfp4Bias = 12;
+// kMxfp4Values + kMxfp4Bias: the 16-entry table of the kernels' byte shuffle.
+alignas(16) inline constexpr int8_t kMxfp4Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                        12, 11, 10, 9,  8,  6,  4,  0};
+static_assert(
+    [] {
+      for (int i = 0; i < 16; ++i)
+        if (kMxfp4Biased[i] != kMxfp4Values[i] + kMxfp4Bias) return false;
+      return true;
+    }(),
+    "kMxfp4Biased = kMxfp4Values + kMxfp4Bias");
+
 // Most tokens one micro-kernel call handles (weights unpacked once, used kMaxTileTokens times).
 inline constexpr int kMaxTileTokens = 4;
 // Most row groups one call handles: the 512-bit kernels hold two 8-row groups per register
@@ -130,6 +150,7 @@ inline constexpr int kMaxTileGroups = 2;
 // the result for a token is bit-identical in any tile (batch invariance) and equal to the
 // scalar twin.
 //   isum = sum_i q[r,i] * x[t,i] - z[r] * s[t,b]   (z = 8 for q4_0, 0 for q8_0, stored for int4)
+// (mxfp4: q = kMxfp4Values[code], z = 0, d_w = E8M0ToFp32Half(e): the in-place dot's chain)
 // The k-quants run the chain per super-block b of 256 instead: q6_K with
 //   isum = sum_j sc[r,j] * (sum_{i in j} q[r,i] * x[t,i] - 32 * s[t,j])   (16 sub-blocks j),
 // q4_K with two links per super-block (d * S, then -dmin * M; see ref::PackedTile).

@@ -1,5 +1,5 @@
-// PackWeights / UnpackWeights: row-major q4_0, q8_0, q4_K, q6_K and int4 rows <-> the 8-row interleaved
-// layout of kernels/packed_layout.h. Pure byte moves: the round trip is bit-exact.
+// PackWeights / UnpackWeights: row-major q4_0, q8_0, mxfp4, q4_K, q6_K and int4 rows <-> the 8-row
+// interleaved layout of kernels/packed_layout.h. Pure byte moves: the round trip is bit-exact.
 #include <algorithm>
 #include <cstring>
 
@@ -137,6 +137,12 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
       mv(dsc + (b * kPackRows + r) * 2, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
       for (int j = 0; j < 4; ++j) mv(qs + b * 128 + j * 32 + 4 * r, blocks[b].qs + 4 * j, 4);
     }
+  } else if (sh.is_mxfp4()) {  // q4_0's nibble moves; the e8m0 byte into the scale plane
+    auto* blocks = reinterpret_cast<block_mxfp4*>(row);
+    for (int64_t b = 0; b < nb; ++b) {
+      mv(dsc + b * kPackRows + r, &blocks[b].e, 1);
+      for (int j = 0; j < 4; ++j) mv(qs + b * 128 + j * 32 + 4 * r, blocks[b].qs + 4 * j, 4);
+    }
   } else if (sh.type == DType::kQ8_0) {
     auto* blocks = reinterpret_cast<block_q8_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
@@ -164,7 +170,7 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
 
 bool CanPack(DType t, int64_t n_in) {
   if (n_in <= 0) return false;
-  if (t == DType::kQ4_0 || t == DType::kQ8_0) return n_in % 32 == 0;
+  if (t == DType::kQ4_0 || t == DType::kQ8_0 || t == DType::kMXFP4) return n_in % 32 == 0;
   if (t == DType::kQ4_K || t == DType::kQ6_K) return n_in % 256 == 0;
   if (IsFerryInt4(t)) return true;  // any n_in: ragged last group (core/dtype.h)
   return false;

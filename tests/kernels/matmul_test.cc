@@ -113,7 +113,7 @@ TEST(MatMul, LargeBatchUsesTilesConsistently) {
   }
 }
 
-// A layout choice must not change results: on every table the in-place q4_0 / q8_0 MatMul
+// A layout choice must not change results: on every table the in-place q4_0 / q8_0 / mxfp4 MatMul
 // (--no-repack) gives the repacked MatMul's bits, for one token and for a batch, with a row
 // count that leaves a partial packed group and block counts off the eight-block batches.
 TEST(MatMul, InPlaceEqualsRepackedBitExact) {
@@ -122,7 +122,7 @@ TEST(MatMul, InPlaceEqualsRepackedBitExact) {
   ThreadPool pool(2);
   for (Isa isa : testing::TestIsas()) {
     ASSERT_TRUE(isa_guard.Set(isa));
-    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kMXFP4}) {
       for (int64_t n_in : {32 * 9, 32 * 64}) {
         SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(t) + " n_in=" + std::to_string(n_in));
         Problem p = MakeProblem(rng, t, 21, n_in, 6);

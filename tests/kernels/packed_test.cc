@@ -24,6 +24,7 @@ struct Case {
 };
 const Case kCases[] = {{DType::kQ4_0, 32},
                        {DType::kQ8_0, 32},
+                       {DType::kMXFP4, 32},
                        {DType::kQ4_K, 32},
                        {DType::kQ6_K, 32},
                        {DType::kI4G32, FerryInt4Group(DType::kI4G32)},
@@ -63,6 +64,14 @@ Weights MakeWeights(std::mt19937& rng, const Case& c, int64_t n_out, int64_t n_i
       ref::QuantizeRowInt4(x.data(), dst, n_in, c.group);
     } else {
       ref::QuantizeRow(c.t, x.data(), dst, n_in);
+    }
+  }
+  if (c.t == DType::kMXFP4) {  // any bytes: every e2m1 code, exponents from the denormal e = 0, 1 up
+    std::uniform_int_distribution<int> byte(0, 255), expo(118, 135);  // scales 2^-10 .. 2^7
+    auto* blocks = reinterpret_cast<block_mxfp4*>(w.rows.data());
+    for (size_t i = 0; i < w.rows.size() / sizeof(block_mxfp4); ++i) {
+      blocks[i].e = static_cast<uint8_t>(i % 7 == 0 ? i % 2 : expo(rng));  // every 7th: e = 0 or 1
+      for (uint8_t& q : blocks[i].qs) q = static_cast<uint8_t>(byte(rng));
     }
   }
   if (c.t == DType::kQ8_0) {  // -128 never comes from ggml's quantizer but may be in a file
@@ -129,6 +138,9 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
   }
   EXPECT_EQ(PackedBytes(DType::kQ4_0, 16, 64), 2u * 2 * 144);
   EXPECT_EQ(PackedBytes(DType::kQ8_0, 9, 64), 2u * 2 * 272);
+  EXPECT_EQ(PackedBytes(DType::kMXFP4, 9, 64), 2u * 2 * 136);  // 8 rows x 17 bytes: no overhead
+  EXPECT_TRUE(CanPack(DType::kMXFP4, 2880));
+  EXPECT_FALSE(CanPack(DType::kMXFP4, 48));
   EXPECT_EQ(PackedBytes(DType::kI4G128, 8, 256), 8u * 128 + 2 * 24);
   EXPECT_EQ(PackedBytes(DType::kQ4_K, 9, 512), 2u * 2 * 1184);
   EXPECT_TRUE(CanPack(DType::kQ4_K, 256));
@@ -226,7 +238,7 @@ TEST(Packed, BatchInvariantBitExact) {
 TEST(Packed, AgreesWithUnpackedMatMul) {
   std::mt19937 rng(55);
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kMXFP4, DType::kQ4_K, DType::kQ6_K}) {
     SCOPED_TRACE(DTypeName(t));
     Weights w = MakeWeights(rng, {t, 32}, 64, 2048);
     auto x = testing::RandomFloats(rng, 2048 * 3);

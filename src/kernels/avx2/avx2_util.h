@@ -67,6 +67,15 @@ inline __m256i NibblesToBytes(const uint8_t* p) {
   return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
 }
 
+// Eight e8m0 exponents (one per int32 lane) -> 2^(e - 128) (E8M0ToFp32Half: e < 2 are the
+// denormals 2^-128, 2^-127).
+inline __m256 E8M0HalfLanes(__m256i e) {
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, denormal, small));
+}
+
 // 32 bits -> 32 bytes of 0x00 / 0xFF (bit i -> byte i).
 inline __m256i BitsToBytes(const uint8_t* p) {
   uint32_t x32;

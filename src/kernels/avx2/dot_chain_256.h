@@ -31,11 +31,8 @@ inline __m256 BlockScales8(const WB* const* b) {
   return _mm256_cvtph_ps(h);
 }
 inline __m256 BlockScales8(const block_mxfp4* const* b) {
-  const __m256i e = _mm256_setr_epi32(b[0]->e, b[1]->e, b[2]->e, b[3]->e, b[4]->e, b[5]->e, b[6]->e, b[7]->e);
-  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-  const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, denormal, small));
+  return E8M0HalfLanes(
+      _mm256_setr_epi32(b[0]->e, b[1]->e, b[2]->e, b[3]->e, b[4]->e, b[5]->e, b[6]->e, b[7]->e));
 }
 template <typename WB>
 inline float BlockScale(const WB& b) {

@@ -15,12 +15,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/avx2/avx2_util.h"
 #include "kernels/packed_layout.h"
 #include "kernels/with_tokens.h"
 
 namespace ferry::kernels::packed256 {
 namespace {
 
+using internal::FourBit;
 using internal::kPackRows;
 using internal::PackedAct;
 using internal::PackedShape;
@@ -35,26 +37,27 @@ inline __m256 LoadScales8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// GCC re-associates a fully unrolled chain of integer adds into a tree, which needs more
-// registers than AVX2 has and spills every partial sum; an empty asm keeps the chain.
-inline void KeepInRegister(__m256i& v) {
-  __asm__("" : "+x"(v));
-}
+using avx2::KeepInRegister;
 
-// 4-bit weights (q4_0: z = 8, int4: z per group). Ops::Acc4 accumulates one token's products
-// of a block (u8 weights in [0, 15] x s8 activations); Ops::Sum4 turns it into int32 lanes.
-template <typename Ops, int NT, bool kInt4>
+// 4-bit weights (internal::FourBit). Ops::Acc4 accumulates one token's products of a block
+// (u8 weights in [0, 15] x s8 activations), Ops::Sum4 turns them into int32 lanes; MXFP4's
+// looked-up values reach 24, past what Acc4's int16 sums hold, so they go through Ops::Acc6.
+template <typename Ops, int NT, FourBit kKind>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
   const int64_t nb = sh.nb();
   const int64_t bpg = kInt4 ? sh.group / 32 : 1;
   const uint8_t* qs = grp;
   const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  const uint8_t* es = grp + sh.QsBytes();  // mxfp4: e [nb][8]
   const uint8_t* zs = kInt4 ? grp + sh.QsBytes() + sh.ng() * kPackRows * 2 : nullptr;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(internal::kMxfp4Biased)));
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   __m256 dw = _mm256_setzero_ps();
-  __m256i zv = _mm256_set1_epi32(8);  // int16 pairs (z, 0) per row lane
+  __m256i zv = _mm256_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
   int64_t group_end = 0;  // int4: first block of the next group (a counter, not b % bpg per block)
   for (int64_t b = 0, g = 0; b < nb; ++b) {
     if (kInt4) {
@@ -64,6 +67,9 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
         ++g;
         group_end += bpg;
       }
+    } else if (kMx) {
+      dw = avx2::E8M0HalfLanes(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(es + b * 8))));
     } else {
       dw = LoadScales8(dsc + b * 8);
     }
@@ -72,18 +78,26 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
     for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 32 * j));
-      const __m256i lo = _mm256_and_si256(w, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+      __m256i lo = _mm256_and_si256(w, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+      if (kMx) {
+        lo = _mm256_shuffle_epi8(table, lo);
+        hi = _mm256_shuffle_epi8(table, hi);
+      }
       for (int t = 0; t < NT; ++t) {
         const int8_t* xq = act[t].qs + b * 32;
-        s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        if (kMx) {
+          s[t] = Ops::Acc6(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        } else {
+          s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        }
         KeepInRegister(s[t]);
       }
     }
     for (int t = 0; t < NT; ++t) {
       // z * s exact in int32 (|s| <= 32 * 127 fits the int16 half madd reads).
       const __m256i corr = _mm256_madd_epi16(zv, _mm256_set1_epi32(act[t].s[b] & 0xFFFF));
-      const __m256i isum = _mm256_sub_epi32(Ops::Sum4(s[t]), corr);
+      const __m256i isum = _mm256_sub_epi32(kMx ? s[t] : Ops::Sum4(s[t]), corr);
       const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(act[t].d[b]));
       acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[t]);
     }
@@ -250,9 +264,11 @@ void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act,
       } else if (sh.is_q6_k()) {
         TileK6<Ops, NT>(g, sh, act, yg);
       } else if (sh.is_int4()) {
-        Tile4<Ops, NT, true>(g, sh, act, yg);
+        Tile4<Ops, NT, FourBit::kInt4>(g, sh, act, yg);
+      } else if (sh.is_mxfp4()) {
+        Tile4<Ops, NT, FourBit::kMxfp4>(g, sh, act, yg);
       } else {
-        Tile4<Ops, NT, false>(g, sh, act, yg);
+        Tile4<Ops, NT, FourBit::kQ4_0>(g, sh, act, yg);
       }
     });
   }

@@ -22,6 +22,7 @@
 namespace ferry::kernels::packed512 {
 namespace {
 
+using internal::FourBit;
 using internal::kPackRows;
 using internal::PackedAct;
 using internal::PackedShape;
@@ -60,6 +61,17 @@ inline __m512i LoadZ16(const uint8_t* p, size_t gs) {
   return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi));
 }
 
+// 8 e8m0 exponents at p (and 8 at p + gs) -> 16 floats 2^(e - 128) (E8M0ToFp32Half: e < 2
+// are the denormals 2^-128, 2^-127).
+template <bool kTwo>
+inline __m512 LoadE8M0Half16(const uint8_t* p, size_t gs) {
+  const __m512i e = LoadZ16<kTwo>(p, gs);
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i denormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, denormal));
+}
+
 // Keeps GCC from re-associating the unrolled integer chains into a tree that spills.
 inline void KeepInRegister(__m512i& v) {
   __asm__("" : "+v"(v));
@@ -74,22 +86,27 @@ inline void Store(float* y, __m512 v) {
   }
 }
 
-// 4-bit weights (q4_0: z = 8, int4: z per group). Ops::Acc4 accumulates one token's products
-// of a block (u8 weights in [0, 15] x s8 activations); Ops::Sum4 turns them into int32 lanes.
-template <typename Ops, int NT, bool kInt4, bool kTwo>
+// 4-bit weights (internal::FourBit). Ops::Acc4 accumulates one token's products of a block
+// (u8 weights in [0, 15] x s8 activations), Ops::Sum4 turns them into int32 lanes; MXFP4's
+// looked-up values reach 24, past what Acc4's int16 sums hold, so they go through Ops::Acc6.
+template <typename Ops, int NT, FourBit kKind, bool kTwo>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
   const int64_t bpg = kInt4 ? sh.group / 32 : 1;
   const uint8_t* qs = grp;
   const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
+  const uint8_t* es = grp + sh.QsBytes();  // mxfp4: e [nb][8]
   const uint8_t* zs = kInt4 ? grp + sh.QsBytes() + sh.ng() * kPackRows * 2 : nullptr;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(internal::kMxfp4Biased)));
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   __m512 dw = _mm512_setzero_ps();
-  __m512i zv = _mm512_set1_epi32(8);  // int16 pairs (z, 0) per row lane
-  int64_t group_end = 0;              // int4: first block of the next group
+  __m512i zv = _mm512_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
+  int64_t group_end = 0;                                           // int4: first block of the next group
   for (int64_t b = 0, g = 0; b < nb; ++b) {
     if (kInt4) {
       if (b == group_end) {
@@ -98,6 +115,8 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
         ++g;
         group_end += bpg;
       }
+    } else if (kMx) {
+      dw = LoadE8M0Half16<kTwo>(es + b * 8, gs);
     } else {
       dw = LoadScales16<kTwo>(dsc + b * 8, gs);
     }
@@ -106,18 +125,26 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
     for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
       const __m512i w = Load2<kTwo>(wb + 32 * j, gs);
-      const __m512i lo = _mm512_and_si512(w, m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      __m512i lo = _mm512_and_si512(w, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      if (kMx) {
+        lo = _mm512_shuffle_epi8(table, lo);
+        hi = _mm512_shuffle_epi8(table, hi);
+      }
       for (int t = 0; t < NT; ++t) {
         const int8_t* xq = act[t].qs + b * 32;
-        s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        if (kMx) {
+          s[t] = Ops::Acc6(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        } else {
+          s[t] = Ops::Acc4(s[t], lo, Bcast4(xq + 4 * j), hi, Bcast4(xq + 16 + 4 * j));
+        }
         KeepInRegister(s[t]);
       }
     }
     for (int t = 0; t < NT; ++t) {
       // z * s exact in int32 (|s| <= 32 * 127 fits the int16 half madd reads).
       const __m512i corr = _mm512_madd_epi16(zv, _mm512_set1_epi32(act[t].s[b] & 0xFFFF));
-      const __m512i isum = _mm512_sub_epi32(Ops::Sum4(s[t]), corr);
+      const __m512i isum = _mm512_sub_epi32(kMx ? s[t] : Ops::Sum4(s[t]), corr);
       const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[b]));
       acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
     }
@@ -279,9 +306,11 @@ void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, fl
   } else if (sh.is_q6_k()) {
     TileK6<Ops, NT, kTwo>(grp, sh, act, y);
   } else if (sh.is_int4()) {
-    Tile4<Ops, NT, true, kTwo>(grp, sh, act, y);
+    Tile4<Ops, NT, FourBit::kInt4, kTwo>(grp, sh, act, y);
+  } else if (sh.is_mxfp4()) {
+    Tile4<Ops, NT, FourBit::kMxfp4, kTwo>(grp, sh, act, y);
   } else {
-    Tile4<Ops, NT, false, kTwo>(grp, sh, act, y);
+    Tile4<Ops, NT, FourBit::kQ4_0, kTwo>(grp, sh, act, y);
   }
 }
 

@@ -86,7 +86,7 @@ void GroupQ6_K(const uint8_t* grp, const internal::PackedShape& sh, const intern
 void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
            float* const* y, int y_off) {
   const int64_t nb = sh.nb();
-  const bool q8 = sh.type == DType::kQ8_0, int4 = sh.is_int4();
+  const bool q8 = sh.type == DType::kQ8_0, int4 = sh.is_int4(), mx = sh.is_mxfp4();
   const int64_t bpg = int4 ? sh.group / 32 : 1;
   const uint8_t* qs = grp;
   const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
@@ -96,14 +96,18 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
       float acc = 0.f;
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t g = b / bpg;
-        const float dw = Fp16ToFp32(dsc[g * internal::kPackRows + r]);
-        const int z = int4 ? zs[g * internal::kPackRows + r] : (q8 ? 0 : 8);
+        const float dw =
+            mx ? E8M0ToFp32Half(reinterpret_cast<const uint8_t*>(dsc)[b * internal::kPackRows + r])
+               : Fp16ToFp32(dsc[g * internal::kPackRows + r]);
+        const int z = int4 ? zs[g * internal::kPackRows + r] : (q8 || mx ? 0 : 8);
         const int8_t* xq = act[t].qs + b * 32;
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) {
           int q;
           if (q8) {
             q = static_cast<int8_t>(qs[b * 256 + (i / 4) * 32 + 4 * r + i % 4]);
+          } else if (mx) {
+            q = kMxfp4Values[Nibble(qs + b * 128, r, i)];
           } else {
             q = Nibble(qs + b * 128, r, i);
           }
