@@ -67,19 +67,18 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
                                   config.follower_heartbeat_s);
   }
   if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
-  // Sliding layers in KV groups of their own, whose blocks go back as they leave the window.
-  // Not over split ranks (the followers' step plan carries one table per slot), with tiers (a
+  // Sliding layers in KV groups of their own, whose blocks go back as they leave the window
+  // (over split ranks too: the step plan carries a table per slot and group). Not with tiers (a
   // tier's bytes are a block of every layer) or a KV budget (which sliding models refuse).
   KvGroupLayout groups = KvGroupLayout::Single(mc.n_layers);
-  if (config.free_sliding_window_blocks && !leads && !config.prefix_tiers.enabled() && !budget)
+  if (config.free_sliding_window_blocks && !config.prefix_tiers.enabled() && !budget)
     groups = KvGroupLayout::ForModel(mc, sc.max_seq_len);
   else if (KvGroupLayout::ForModel(mc, sc.max_seq_len).num_groups() > 1)
     Log(LogLevel::kInfo, "{}: the sliding-window layers keep every KV block (not only the window) with {}",
         mc.arch,
-        leads                           ? "--tensor-parallel"
-        : config.prefix_tiers.enabled() ? "--prefix-cache-ram/--prefix-cache-dir"
-        : budget                        ? "a KV budget"
-                                        : "freeing turned off");
+        config.prefix_tiers.enabled() ? "--prefix-cache-ram/--prefix-cache-dir"
+        : budget                      ? "a KV budget"
+                                      : "freeing turned off");
   const size_t block_bytes = PagedKvCache::BlockBytes(groups.layers_per_group, config.block_size,
                                                       mc.n_kv_heads, mc.head_dim, kv_types);
   int64_t num_blocks = config.num_blocks;
@@ -96,6 +95,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   e->kv_block_bytes_ = block_bytes;
   const std::vector<int32_t> group_windows = groups.windows;
   const int64_t layers_per_block = groups.layers_per_group;
+  const int32_t num_groups = groups.num_groups();
   FERRY_ASSIGN_OR_RETURN(
       PagedKvCache cache,
       PagedKvCache::Create(mc.n_layers, static_cast<int32_t>(num_blocks), config.block_size, mc.n_kv_heads,
@@ -150,8 +150,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   if (leads) {
     e->leader_ = std::make_unique<StepLeader>(*config.followers, config.follower_heartbeat_s);
-    FERRY_RETURN_IF_ERROR(e->leader_->Start(FollowerCacheShape{
-        static_cast<int32_t>(num_blocks), config.block_size, sc.max_num_seqs, sc.max_seq_len, kv_types}));
+    FERRY_RETURN_IF_ERROR(e->leader_->Start(
+        FollowerCacheShape{static_cast<int32_t>(num_blocks), config.block_size, sc.max_num_seqs,
+                           sc.max_seq_len, kv_types, num_groups, static_cast<int32_t>(layers_per_block)}));
     e->runner_->LeadFollowers(e->leader_.get());
   }
   return e;

@@ -91,10 +91,18 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
         FERRY_ASSIGN_OR_RETURN(shape, DecodeCacheShape(words));
         cache.reset();
         FERRY_ASSIGN_OR_RETURN(const KvCacheTypes layout, KvCacheTypesFor(mc, shape.kv_types));
+        // Rank 0's KV groups, rebuilt from this rank's config (the layer pattern is the model's).
+        KvGroupLayout groups = KvGroupLayout::Single(mc.n_layers);
+        if (shape.kv_groups > 1) groups = KvGroupLayout::ForModel(mc, shape.max_seq_len);
+        if (groups.num_groups() != shape.kv_groups || groups.layers_per_group != shape.layers_per_group)
+          return InternalError(
+              "rank 0's KV cache has {} groups of {} layers; this rank's model makes {} of {} (a different "
+              "model file or context length on this rank?)",
+              shape.kv_groups, shape.layers_per_group, groups.num_groups(), groups.layers_per_group);
         FERRY_ASSIGN_OR_RETURN(
             PagedKvCache c,
             PagedKvCache::Create(mc.n_layers, shape.num_blocks, shape.block_size, mc.n_kv_heads, mc.head_dim,
-                                 shape.n_slots, shape.max_seq_len, layout));
+                                 shape.n_slots, shape.max_seq_len, layout, std::move(groups)));
         cache.emplace(std::move(c));
         continue;
       }
@@ -105,17 +113,23 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
     }
     if (!cache) return InternalError("rank 0 sent a step before the KV cache's shape");
     FERRY_RETURN_IF_ERROR(DecodeStepPlan(words, &plan));
-    if (static_cast<int32_t>(plan.block_tables.size()) > shape.n_slots)
-      return InternalError("rank 0's step has {} batch slots; the cache holds {}", plan.block_tables.size(),
-                           shape.n_slots);
+    if (plan.num_groups != shape.kv_groups)
+      return InternalError("rank 0's step has block tables for {} KV groups; the cache has {}",
+                           plan.num_groups, shape.kv_groups);
+    const size_t slots = plan.block_tables.size() / static_cast<size_t>(plan.num_groups);
+    if (static_cast<int32_t>(slots) > shape.n_slots)
+      return InternalError("rank 0's step has {} batch slots; the cache holds {}", slots, shape.n_slots);
     for (const auto& [src, dst] : plan.block_copies) {
       if (src < 0 || dst < 0 || src >= shape.num_blocks || dst >= shape.num_blocks)
         return InternalError("rank 0's block copy {} -> {} is outside the {} blocks", src, dst,
                              shape.num_blocks);
       cache->CopyBlock(src, dst);
     }
-    for (size_t slot = 0; slot < plan.block_tables.size(); ++slot)
-      cache->SetBlockTable(static_cast<int32_t>(slot), plan.block_tables[slot]);
+    for (size_t slot = 0; slot < slots; ++slot)
+      for (int32_t g = 0; g < plan.num_groups; ++g)
+        cache->SetBlockTable(
+            static_cast<int32_t>(slot),
+            plan.block_tables[slot * static_cast<size_t>(plan.num_groups) + static_cast<size_t>(g)], g);
     logits.resize(static_cast<size_t>(plan.batch.NumLogits()) * static_cast<size_t>(mc.n_vocab));
     ForwardOptions fo;
     fo.sparsity = &model.sparsity();

@@ -14,10 +14,15 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
   if (leader_) {  // the followers apply the same copies and tables to their KV shards
     plan_.block_copies.clear();
     for (const kv::BlockCopy& c : out.block_copies) plan_.block_copies.emplace_back(c.src, c.dst);
-    plan_.block_tables.resize(out.scheduled.size());
-    FERRY_CHECK(cache_.groups().num_groups() == 1);  // EngineCore keeps one group when leading
+    const int32_t groups = cache_.groups().num_groups();
+    plan_.num_groups = groups;
+    plan_.block_tables.resize(out.scheduled.size() * static_cast<size_t>(groups));
     for (size_t i = 0; i < out.scheduled.size(); ++i)
-      plan_.block_tables[i] = out.scheduled[i].req->kv.blocks();
+      for (int32_t g = 0; g < groups; ++g) {
+        const auto t = out.scheduled[i].req->kv.blocks(g);
+        plan_.block_tables[i * static_cast<size_t>(groups) + static_cast<size_t>(g)].assign(t.begin(),
+                                                                                            t.end());
+      }
   }
   batch_.Clear();
   bool embeds = false;  // some request pools hidden states this step

@@ -36,11 +36,13 @@ void EncodeCacheShape(const FollowerCacheShape& s, std::vector<int32_t>* w) {
         s.max_seq_len,
         static_cast<int32_t>(s.kv_types.k),
         static_cast<int32_t>(s.kv_types.v),
-        s.kv_types.rotate_k ? 1 : 0};
+        s.kv_types.rotate_k ? 1 : 0,
+        s.kv_groups,
+        s.layers_per_group};
 }
 
 StatusOr<FollowerCacheShape> DecodeCacheShape(const std::vector<int32_t>& w) {
-  if (w.size() != 7) return Damaged("cache shape");
+  if (w.size() != 9 || w[7] < 1) return Damaged("cache shape");
   FollowerCacheShape s;
   s.num_blocks = w[0];
   s.block_size = w[1];
@@ -49,6 +51,8 @@ StatusOr<FollowerCacheShape> DecodeCacheShape(const std::vector<int32_t>& w) {
   s.kv_types.k = static_cast<DType>(w[4]);
   s.kv_types.v = static_cast<DType>(w[5]);
   s.kv_types.rotate_k = w[6] != 0;  // --cache-rotate: every rank's shard stores K rotated alike
+  s.kv_groups = w[7];
+  s.layers_per_group = w[8];
   return s;
 }
 
@@ -59,6 +63,7 @@ void EncodeStepPlan(const StepPlan& p, std::vector<int32_t>* w) {
     w->push_back(src);
     w->push_back(dst);
   }
+  w->push_back(p.num_groups);
   w->push_back(static_cast<int32_t>(p.block_tables.size()));
   for (const std::vector<int32_t>& t : p.block_tables) {
     w->push_back(static_cast<int32_t>(t.size()));
@@ -83,7 +88,8 @@ Status DecodeStepPlan(const std::vector<int32_t>& words, StepPlan* p) {
     r.Next(&src);
     r.Next(&dst);
   }
-  if (!r.Count(&n, 1)) return Damaged("block tables");
+  if (!r.Next(&p->num_groups) || p->num_groups < 1) return Damaged("KV groups");
+  if (!r.Count(&n, 1) || n % p->num_groups != 0) return Damaged("block tables");
   p->block_tables.resize(static_cast<size_t>(n));
   for (std::vector<int32_t>& t : p->block_tables) {
     int32_t len = 0;

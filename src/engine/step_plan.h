@@ -22,11 +22,16 @@ struct FollowerCacheShape {
   int32_t n_slots = 0;  // sequences one step can hold (--max-num-seqs)
   int32_t max_seq_len = 0;
   KvCacheTypes kv_types;
+  // Rank 0's KV groups (model/kv_group_layout.h): 1, or the groups KvGroupLayout::ForModel
+  // makes of the model's sliding and full layers, which each follower builds from its own
+  // config and must find the same (number of groups and layers per group).
+  int32_t kv_groups = 1, layers_per_group = 0;
 };
 
 struct StepPlan {
   std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst) copy-on-write, before the pass
-  std::vector<std::vector<int32_t>> block_tables;         // [slot][logical block] physical block
+  int32_t num_groups = 1;                                 // KV groups: a table per slot and group
+  std::vector<std::vector<int32_t>> block_tables;         // [slot * num_groups + group][logical block]
   ForwardBatch batch;
   bool hidden = false;  // the pass returns final hidden states too (a request pools embeddings)
 };

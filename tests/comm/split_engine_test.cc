@@ -4,7 +4,9 @@
 // split one, and the outputs must agree token for token: the mixed-prompt batch (greedy,
 // stories260K) plain, with chunked prefill, under preemption and with static batches; prefix
 // caching; n > 1 forks sampling on copied-on-write blocks; prompt-lookup speculation; greedy,
-// top-k sampled and logprobs requests in one batch (the head's reduced gather).
+// top-k sampled and logprobs requests in one batch (the head's reduced gather); and gemma2/
+// gemma3 (sliding-window layers), whose KV groups free the blocks that leave the window on
+// every rank alike.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "engine/follower.h"
 #include "engine/loaded_model.h"
 #include "engine/model_runner.h"
+#include "engine/tiny_model.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -225,6 +228,54 @@ TEST(ModelRunnerSampleTopK, AskForWhatTheSamplersNeed) {
   whole.top_k = 0;
   EXPECT_EQ(need(o, {wide}), 100);  // the branches share the row: the widest need
   EXPECT_EQ(need(o, {wide, whole}), 0);
+}
+
+// Sliding-window layers under --tensor-parallel: rank 0's KV groups (full and sliding block
+// tables per slot) reach the followers, whose shards free the same out-of-window blocks, and
+// the outputs equal one process's, which frees them too, in a pool small enough to preempt.
+TEST(SplitEngineSlidingWindow, FreesTheWindowsOnEveryRankAndEqualsOneProcess) {
+  const int rank = g_groups->world->rank();
+  // Pools small enough that 8 requests of up to 125 positions preempt each other: gemma2's two
+  // groups of 2 layers, gemma3's six one-layer groups (blocks of one layer, windows of 32).
+  for (const auto& [preset, pool] :
+       {std::pair<std::string, int32_t>{"gemma2-tiny", 60}, {"gemma3-tiny", 180}}) {
+    SCOPED_TRACE(preset);
+    // Each rank writes its own copy (same seed: same bytes) and loads its shard of it.
+    const std::string path = testing::ScratchPath("split_" + preset + "_r" + std::to_string(rank) + ".gguf");
+    auto whole = testing::MakeTinyModel(path, preset);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    LoadOptions opt;
+    opt.parallel = {g_groups->tp.get(), g_groups->pp.get()};
+    auto split = LoadModel(path, opt);
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+    EngineConfig c;
+    c.num_blocks = pool;
+    c.block_size = 8;
+    c.threads = 1;
+    c.scheduler.max_batch_tokens = 64;
+    c.scheduler.max_num_seqs = 8;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<RequestOptions> opts;
+    for (int i = 0; i < 8; ++i) {
+      prompts.push_back(testing::TestPrompt(20 + (i * 37) % 70, i));
+      opts.push_back(testing::GreedyOptions(30 + (i * 11) % 25));
+    }
+    if (rank != 0) {
+      Status st = RunFollower(*split->model, *g_groups->world, c.threads);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      continue;
+    }
+    const EngineRun one = testing::RunEngineToCompletion(*whole, c, prompts, opts);
+    c.followers = g_groups->world.get();
+    const EngineRun two = testing::RunEngineToCompletion(*split, c, prompts, opts);
+    EXPECT_GT(one.stats.kv_groups, 1);
+    EXPECT_EQ(two.stats.kv_groups, one.stats.kv_groups);
+    EXPECT_GT(two.stats.kv_window_released_blocks, 0);
+    EXPECT_EQ(two.stats.kv_window_released_blocks, one.stats.kv_window_released_blocks);
+    EXPECT_GT(two.stats.preemptions, 0);
+    ASSERT_EQ(two.tokens.size(), prompts.size());
+    EXPECT_EQ(two.tokens, one.tokens);
+  }
 }
 
 TEST_F(SplitEngineTest, WhatOnlyRankZeroWouldKnowIsRefused) {

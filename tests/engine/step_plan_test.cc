@@ -17,6 +17,8 @@ TEST(StepPlan, CacheShapeRoundTripsEveryField) {
     s.n_slots = 5;
     s.max_seq_len = 2048;
     s.kv_types = KvCacheTypes{DType::kQ4_0, DType::kQ8_0, rotate};
+    s.kv_groups = 13;  // gemma3-1b's sliding and full groups of 2 layers
+    s.layers_per_group = 2;
     std::vector<int32_t> words;
     EncodeCacheShape(s, &words);
     auto back = DecodeCacheShape(words);
@@ -26,6 +28,11 @@ TEST(StepPlan, CacheShapeRoundTripsEveryField) {
     EXPECT_EQ(back->n_slots, 5);
     EXPECT_EQ(back->max_seq_len, 2048);
     EXPECT_EQ(back->kv_types, s.kv_types) << "rotate " << rotate;  // --cache-rotate included
+    EXPECT_EQ(back->kv_groups, 13);
+    EXPECT_EQ(back->layers_per_group, 2);
+    std::vector<int32_t> no_groups = words;
+    no_groups[7] = 0;
+    EXPECT_FALSE(DecodeCacheShape(no_groups).ok());
     words.pop_back();
     EXPECT_FALSE(DecodeCacheShape(words).ok());
   }
@@ -34,7 +41,8 @@ TEST(StepPlan, CacheShapeRoundTripsEveryField) {
 TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
   StepPlan p;
   p.block_copies = {{3, 7}, {1, 2}};
-  p.block_tables = {{4, 5, 6}, {}, {9}};
+  p.num_groups = 2;  // two slots, a full and a sliding table each (-2: a block out of the window)
+  p.block_tables = {{4, 5, 6}, {-2, 8, 10}, {}, {9}};
   p.batch.Add(11, 0, 0, false);
   p.batch.Add(12, 1, 0, true, 1);  // greedy: the argmax only
   p.batch.Add(13, 5, 2, true);     // the whole row
@@ -44,6 +52,7 @@ TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
   StepPlan q;
   ASSERT_TRUE(DecodeStepPlan(words, &q).ok());
   EXPECT_EQ(q.block_copies, p.block_copies);
+  EXPECT_EQ(q.num_groups, 2);
   EXPECT_EQ(q.block_tables, p.block_tables);
   EXPECT_EQ(q.batch.tokens, p.batch.tokens);
   EXPECT_EQ(q.batch.positions, p.batch.positions);
@@ -55,6 +64,9 @@ TEST(StepPlan, StepRoundTripsAndADamagedOneIsAnError) {
     std::vector<int32_t> w(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(cut));
     EXPECT_FALSE(DecodeStepPlan(w, &q).ok()) << cut;
   }
+  std::vector<int32_t> ragged = words;
+  ragged[5] = 3;  // three groups: four tables are not whole slots
+  EXPECT_FALSE(DecodeStepPlan(ragged, &q).ok());
   std::vector<int32_t> huge = words;
   huge[0] = 1 << 30;  // a count far beyond the words left
   EXPECT_FALSE(DecodeStepPlan(huge, &q).ok());
