@@ -68,17 +68,14 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   }
   if (sc.max_seq_len <= 0) sc.max_seq_len = mc.n_ctx_train;
   // Sliding layers in KV groups of their own, whose blocks go back as they leave the window
-  // (over split ranks too: the step plan carries a table per slot and group). Not with tiers (a
-  // tier's bytes are a block of every layer) or a KV budget (which sliding models refuse).
+  // (over split ranks too: the step plan carries a table per slot and group; the prefix tiers
+  // keep blocks of one group's layers). Not with a KV budget (which sliding models refuse).
   KvGroupLayout groups = KvGroupLayout::Single(mc.n_layers);
-  if (config.free_sliding_window_blocks && !config.prefix_tiers.enabled() && !budget)
+  if (config.free_sliding_window_blocks && !budget)
     groups = KvGroupLayout::ForModel(mc, sc.max_seq_len);
   else if (KvGroupLayout::ForModel(mc, sc.max_seq_len).num_groups() > 1)
     Log(LogLevel::kInfo, "{}: the sliding-window layers keep every KV block (not only the window) with {}",
-        mc.arch,
-        config.prefix_tiers.enabled() ? "--prefix-cache-ram/--prefix-cache-dir"
-        : budget                      ? "a KV budget"
-                                      : "freeing turned off");
+        mc.arch, budget ? "a KV budget" : "freeing turned off");
   const size_t block_bytes = PagedKvCache::BlockBytes(groups.layers_per_group, config.block_size,
                                                       mc.n_kv_heads, mc.head_dim, kv_types);
   int64_t num_blocks = config.num_blocks;

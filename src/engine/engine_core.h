@@ -43,8 +43,7 @@ struct EngineConfig {
   KvCacheTypes kv_types;  // K/V storage types of the paged cache (and a draft model's)
   // Sliding-window layers get KV groups of their own whose blocks go back to the pool as they
   // leave the window (model/kv_group_layout.h). false: one table for every layer, every block
-  // kept (tests compare the two); also so under --tensor-parallel, with prefix-cache tiers and
-  // with a KV budget.
+  // kept (tests compare the two); also so with a KV budget.
   bool free_sliding_window_blocks = true;
   // Run-time sparsity of this engine (docs/sparsity.md); nullopt: the options the model was
   // loaded with. Head pruning and FFN sparsity must match the model's (built at load).

@@ -1,6 +1,8 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "base/check.h"
@@ -83,23 +85,45 @@ std::vector<BlockHash> HashChain(std::span<const int32_t> tokens, size_t bs) {
 }  // namespace
 
 PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) const {
+  return LookUpPrefix(tokens, /*use_tiers=*/false);
+}
+
+PrefixHit KvCacheManager::FindPrefix(std::span<const int32_t> tokens) {
+  return LookUpPrefix(tokens, tiers_ != nullptr);
+}
+
+PrefixHit KvCacheManager::LookUpPrefix(std::span<const int32_t> tokens, bool use_tiers) const {
   PrefixHit hit;
   if (!config_.prefix_caching) return hit;
   const int32_t bs = config_.block_size;
   const std::vector<BlockHash> chain = HashChain(tokens, static_cast<size_t>(bs));
-  auto find = [&](int32_t g, size_t i) { return pool_.Find(GroupHash(chain[i], g)); };
-  // Full groups: the longest chain every one of them caches from the start.
+  // Group g's block i: in the pool, else (use_tiers) in RAM or on disk. A tier is asked once per
+  // block (a fetch pins the bytes and refreshes its LRU place); a block of another size (e.g.
+  // stored before the INT8 key copy was enabled) is a miss.
+  std::map<std::pair<int32_t, size_t>, std::optional<TieredBlockStore::Fetched>> fetched;
+  auto tier_block = [&](int32_t g, size_t i) -> std::optional<TieredBlockStore::Fetched>& {
+    auto [it, fresh] = fetched.try_emplace({g, i});
+    if (fresh) {
+      auto f = tiers_->Fetch(GroupHash(chain[i], g));
+      if (f && f->bytes->size() == content_->BlockBytes()) it->second = std::move(f);
+    }
+    return it->second;
+  };
+  auto held = [&](int32_t g, size_t i) {
+    return pool_.Find(GroupHash(chain[i], g)).has_value() || (use_tiers && tier_block(g, i).has_value());
+  };
+  // Full groups: the longest chain every one of them holds from the start.
   size_t k = chain.size();
   for (int32_t g = 0; g < num_groups(); ++g)
     for (size_t i = 0; i < k && group_window(g) == 0; ++i)
-      if (!find(g, i)) k = i;
-  // Sliding groups: the longest of those whose end's window each of them caches.
+      if (!held(g, i)) k = i;
+  // Sliding groups: the longest of those whose end's window each of them holds.
   auto window_held = [&](size_t blocks) {
     for (int32_t g = 0; g < num_groups(); ++g) {
       if (group_window(g) == 0) continue;
       for (size_t i = static_cast<size_t>(FirstWindowBlock(g, static_cast<int64_t>(blocks) * bs)); i < blocks;
            ++i)
-        if (!find(g, i)) return false;
+        if (!held(g, i)) return false;
     }
     return true;
   };
@@ -108,39 +132,26 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens) cons
   hit.tables.resize(static_cast<size_t>(num_groups()));
   for (int32_t g = 0; g < num_groups(); ++g) {
     const size_t first = static_cast<size_t>(FirstWindowBlock(g, static_cast<int64_t>(k) * bs));
-    for (size_t i = 0; i < k; ++i)
-      hit.tables[static_cast<size_t>(g)].push_back(i < first ? kReleasedBlock : *find(g, i));
+    std::vector<BlockId>& table = hit.tables[static_cast<size_t>(g)];
+    for (size_t i = 0; i < k; ++i) {
+      if (i < first) {
+        table.push_back(kReleasedBlock);
+      } else if (auto id = pool_.Find(GroupHash(chain[i], g))) {
+        table.push_back(*id);
+      } else {  // held, so a tier has it
+        std::optional<TieredBlockStore::Fetched>& f = tier_block(g, i);
+        hit.restores.push_back({i, g, std::move(f->bytes), f->tier});
+        table.push_back(kTierBlock);
+      }
+    }
   }
   hit.hashes.assign(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(k));
   hit.num_tokens = static_cast<int32_t>(k) * bs;
   return hit;
 }
 
-PrefixHit KvCacheManager::FindPrefix(std::span<const int32_t> tokens) {
-  if (!tiers_) return FindCachedPrefix(tokens);
-  PrefixHit hit;  // one group (AttachTiers): the chain up to its first block found nowhere
-  if (!config_.prefix_caching) return hit;
-  std::vector<BlockId> table;
-  for (BlockHash h : HashChain(tokens, static_cast<size_t>(config_.block_size))) {
-    if (auto id = pool_.Find(h)) {
-      table.push_back(*id);
-    } else {
-      auto fetched = tiers_->Fetch(h);
-      // A block of another size (e.g. stored before the INT8 key copy was enabled) is a miss.
-      if (!fetched || fetched->bytes->size() != content_->BlockBytes()) break;
-      hit.restores.push_back({table.size(), std::move(fetched->bytes), fetched->tier});
-      table.push_back(kTierBlock);
-    }
-    hit.hashes.push_back(h);
-  }
-  hit.num_tokens = static_cast<int32_t>(table.size()) * config_.block_size;
-  if (!table.empty()) hit.tables.push_back(std::move(table));
-  return hit;
-}
-
 void KvCacheManager::AttachTiers(TieredBlockStore* store, BlockContent* content) {
   FERRY_CHECK((store == nullptr) == (content == nullptr));
-  FERRY_CHECK(store == nullptr || num_groups() == 1);
   tiers_ = store;
   content_ = content;
   if (store) {
@@ -203,12 +214,12 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int
     seq.hashes_ = hit->hashes;
     seq.num_slots_ = hit->num_tokens;
     for (const TierRestore& r : hit->restores) {  // copy back: no recompute
-      FERRY_CHECK(tiers_ && seq.tables_[0][r.index] == kTierBlock &&
-                  r.bytes->size() == content_->BlockBytes());
+      BlockId& entry = seq.tables_[static_cast<size_t>(r.group)][r.index];
+      FERRY_CHECK(tiers_ && entry == kTierBlock && r.bytes->size() == content_->BlockBytes());
       BlockId dst = *pool_.Allocate();
       content_->Write(dst, r.bytes->data());
-      pool_.MarkCached(dst, hit->hashes[r.index], static_cast<int32_t>(r.index));
-      seq.tables_[0][r.index] = dst;
+      pool_.MarkCached(dst, GroupHash(hit->hashes[r.index], r.group), static_cast<int32_t>(r.index));
+      entry = dst;
       ++restored_[static_cast<size_t>(r.tier)];
     }
   }

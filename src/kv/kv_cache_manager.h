@@ -66,18 +66,19 @@ inline constexpr BlockId kTierBlock = -1;
 
 // A block of a PrefixHit found in the RAM or disk tier, pinned (bytes) until it is restored.
 struct TierRestore {
-  size_t index;  // into PrefixHit::blocks
+  size_t index;   // the block's place in its group's table
+  int32_t group;  // its KV group
   BlockBytes bytes;
   BlockTier tier;
 };
 
 // Cached full blocks covering a prefix of a token sequence, per KV group: pool blocks,
 // kReleasedBlock for a sliding group's blocks before the window of the prefix's end (never
-// read), and (FindPrefix, one group only) kTierBlock entries whose bytes a tier holds.
+// read), and (FindPrefix) kTierBlock entries whose bytes a tier holds.
 struct PrefixHit {
   std::vector<std::vector<BlockId>> tables;  // [groups][num_tokens / block_size]; empty: no hit
   std::vector<BlockHash> hashes;             // the token chain's hashes of those blocks
-  std::vector<TierRestore> restores;         // one per kTierBlock entry (group 0), in order
+  std::vector<TierRestore> restores;         // one per kTierBlock entry, by group, then in order
   int32_t num_tokens = 0;                    // hashes.size() * block_size
   bool empty() const { return num_tokens == 0; }
 };
@@ -128,7 +129,7 @@ class KvCacheManager {
 
   // Evicted cached blocks are copied (through `content`) into `store`, and AllocateSlots
   // copies a PrefixHit's tier blocks back into fresh pool blocks. Both must outlive this.
-  // One KV group only (a tier's bytes are a whole block of every layer).
+  // A tier holds physical blocks (one KV group's layers) under the pool's per-group hashes.
   void AttachTiers(TieredBlockStore* store, BlockContent* content);
   const TieredBlockStore* tiers() const { return tiers_; }
   // Blocks restored from each tier so far (restores actually made, not lookups).
@@ -169,6 +170,8 @@ class KvCacheManager {
  private:
   // Copies an evicted block into the tiers (the pool's eviction hook).
   void OnEvict(BlockId id, BlockHash hash, int32_t depth);
+  // FindCachedPrefix, and with use_tiers also over the tiers (FindPrefix).
+  PrefixHit LookUpPrefix(std::span<const int32_t> tokens, bool use_tiers) const;
 
   // The pool's hash for group g's block whose token chain hashes to h (group 0: h itself).
   static BlockHash GroupHash(BlockHash h, int32_t group);

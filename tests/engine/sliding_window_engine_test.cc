@@ -172,6 +172,53 @@ TEST_P(SlidingWindowEngineTest, CapacityCountsTheWindows) {
   EXPECT_EQ(small.stats.preemptions, 0);
 }
 
+// The prefix cache's RAM tier with sliding KV groups: blocks of every group that the pool
+// evicts are kept under their group's hash and restored into that group's table, so a prompt
+// seen before hits in full (the full groups' blocks and the sliding groups' window) and gives
+// the first run's tokens; without the tier the flood leaves no hit.
+TEST_P(SlidingWindowEngineTest, RamTierRestoresEvictedBlocksOfEveryGroup) {
+  const std::vector<int32_t> prompt = testing::TestPrompt(70, 21);  // 8 full blocks of 8, then 6
+  const RequestOptions o = testing::GreedyOptions(8);
+  auto serve = [&](EngineCore& e, RequestId id, const std::vector<int32_t>& p) {
+    e.Add(id, p, o, e.Now());
+    std::vector<int32_t> tokens;
+    while (e.HasWork())
+      for (const RequestOutput& out : StepOk(e))
+        tokens.insert(tokens.end(), out.token_ids.begin(), out.token_ids.end());
+    return tokens;
+  };
+  for (const bool tier : {true, false}) {
+    SCOPED_TRACE(tier ? "RAM tier" : "no tier");
+    EngineConfig c = Config(true);
+    c.num_blocks = GetParam().small_pool;
+    if (tier) c.prefix_tiers.ram_bytes = size_t{16} << 20;
+    auto core = EngineCore::Create(*lm_->model, &*lm_->tokenizer, c);
+    ASSERT_TRUE(core.ok()) << core.status().ToString();
+    EngineCore& e = **core;
+    ASSERT_EQ(e.kv_manager().num_groups(), GetParam().full_groups + GetParam().sliding_groups);
+    const std::vector<int32_t> first = serve(e, 0, prompt);
+    ASSERT_EQ(first.size(), 8u);
+    for (int i = 0; i < 8; ++i)
+      serve(e, 1 + i, testing::TestPrompt(90, 100 + i));  // evicts the prompt's blocks
+    const EngineStats before = e.Stats();
+    const std::vector<int32_t> again = serve(e, 20, prompt);
+    const EngineStats after = e.Stats();
+    EXPECT_EQ(again, first);
+    EXPECT_GT(after.kv_window_released_blocks, 0);
+    EXPECT_EQ(e.kv_manager().NumFreeBlocks(), e.num_blocks());
+    if (tier) {
+      EXPECT_EQ(after.prefix_hit_tokens - before.prefix_hit_tokens, 64) << "8 blocks: the capped prompt";
+      EXPECT_GT(after.prefix_cache_ram_hits, before.prefix_cache_ram_hits);
+      // The restored blocks are registered under their group's hash: the next time the pool has them.
+      EXPECT_EQ(serve(e, 21, prompt), first);
+      EXPECT_EQ(e.Stats().prefix_hit_tokens - after.prefix_hit_tokens, 64);
+      EXPECT_EQ(e.Stats().prefix_cache_ram_hits, after.prefix_cache_ram_hits);
+    } else {
+      EXPECT_EQ(after.prefix_hit_tokens - before.prefix_hit_tokens, 0) << "the flood evicted the prompt";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Gemma, SlidingWindowEngineTest,
                          ::testing::Values(SlidingModel{"gemma2-tiny", 1, 1, 100},
                                            SlidingModel{"gemma3-tiny", 1, 5, 200}),
