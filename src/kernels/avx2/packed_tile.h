@@ -39,6 +39,15 @@ inline __m256 LoadScales8(const uint16_t* p) {
 
 using avx2::KeepInRegister;
 
+// Software prefetch kPrefetchAhead bytes ahead of the weight stream (see packed_tile512.h).
+inline constexpr size_t kPrefetchAhead = 4096;
+
+// Prefetches the cache lines of [p, p + bytes) + kPrefetchAhead.
+inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
+  const char* a = reinterpret_cast<const char*>(p) + kPrefetchAhead;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(a + o, _MM_HINT_T0);
+}
+
 // 4-bit weights (internal::FourBit). Ops::Acc4 accumulates one token's products of a block
 // (u8 weights in [0, 15] x s8 activations), Ops::Sum4 turns them into int32 lanes; MXFP4's
 // looked-up values reach 24, past what Acc4's int16 sums hold, so they go through Ops::Acc6.
@@ -74,6 +83,14 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
       dw = LoadScales8(dsc + b * 8);
     }
     const uint8_t* wb = qs + b * 128;
+    PrefetchAhead(wb, 128);
+    // The scale plane is a second stream; the hardware prefetcher leaves it to demand misses.
+    if (!kInt4 && (b & 3) == 0) {
+      const int64_t ahead = b + static_cast<int64_t>(kPrefetchAhead / 128);
+      _mm_prefetch(reinterpret_cast<const char*>(kMx ? es + ahead * 8
+                                                     : reinterpret_cast<const uint8_t*>(dsc + ahead * 8)),
+                   _MM_HINT_T0);
+    }
     __m256i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
@@ -118,6 +135,7 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int64_t b = 0; b < nb; ++b) {
     const __m256 dw = LoadScales8(dsc + b * 8);
     const uint8_t* wb = qs + b * 256;
+    PrefetchAhead(wb, 256);
     __m256i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
@@ -147,6 +165,7 @@ void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < sh.nsb(); ++i) {
     const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK4PackedSbBytes;
+    PrefetchAhead(sb, internal::kK4PackedSbBytes);
     __m256i S[NT], M[NT];
     for (int t = 0; t < NT; ++t) S[t] = M[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
@@ -206,6 +225,7 @@ void TileK6(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < sh.nsb(); ++i) {
     const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK6PackedSbBytes;
+    PrefetchAhead(sb, internal::kK6PackedSbBytes);
     __m256i S[NT];
     for (int t = 0; t < NT; ++t) S[t] = _mm256_setzero_si256();
     // Sub-block j = 2c + half: the lo (half 0) or hi (half 1) nibbles of chunk c.

@@ -1,5 +1,6 @@
 // AVX-512 (F+BW) packed MatMul micro-kernel: the 512-bit body of packed_tile512.h with
 // maddubs + madd for the integer sums.
+#include "kernels/avx2/packed_ops256.h"
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512/packed_tile512.h"
 
@@ -31,13 +32,14 @@ struct Avx512Ops {
     return _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(w.aw, sx), _mm512_set1_epi16(1)));
   }
   static constexpr int kBias8 = 0;
+  static constexpr bool kQ8_0Decode256 = false;  // packed_tile512.h: OneTokenRuns256
 };
 
 }  // namespace
 
 void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
                 int n_grp, float* const* y) {
-  packed512::PackedTile<Avx512Ops>(grp, sh, act, nt, n_grp, y);
+  packed512::PackedTile<Avx512Ops, packed256::Avx2Ops>(grp, sh, act, nt, n_grp, y);
 }
 
 }  // namespace ferry::kernels::avx512

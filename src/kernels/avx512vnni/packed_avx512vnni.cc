@@ -1,5 +1,6 @@
 // AVX512_VNNI packed MatMul micro-kernel: the 512-bit body of avx512/packed_tile512.h with
 // vpdpbusd (u8 x s8, four products per int32 lane; the activation dword an embedded broadcast).
+#include "kernels/avx2/packed_ops256.h"
 #include "kernels/avx512/packed_tile512.h"
 #include "kernels/avx512vnni/avx512vnni.h"
 
@@ -19,13 +20,14 @@ struct VnniOps {
   static __m512i Prep8(__m512i w) { return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))); }
   static __m512i Acc8(__m512i s, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(s, w, x); }
   static constexpr int kBias8 = 128;
+  static constexpr bool kQ8_0Decode256 = true;  // packed_tile512.h: OneTokenRuns256
 };
 
 }  // namespace
 
 void PackedTile(const uint8_t* grp, const internal::PackedShape& sh, const internal::PackedAct* act, int nt,
                 int n_grp, float* const* y) {
-  packed512::PackedTile<VnniOps>(grp, sh, act, nt, n_grp, y);
+  packed512::PackedTile<VnniOps, packed256::Vnni256Ops>(grp, sh, act, nt, n_grp, y);
 }
 
 }  // namespace ferry::kernels::avx512vnni
