@@ -73,11 +73,13 @@ inline __m512 LoadE8M0Half16(const uint8_t* p, size_t gs) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, denormal));
 }
 
-// Software prefetch kPrefetchAhead bytes ahead of both group streams. A tile reads two
-// streams (group g and g + 1, gs apart); left to the hardware prefetcher, one Zen 5 core
-// streamed packed decode weights from DRAM at 18-21 GB/s against ~31 GB/s for a plain read,
-// and 23-27 GB/s with this (2-8 KiB ahead alike; 16 KiB lands in the other stream). A
-// prefetch past the buffer's end is harmless (it never faults).
+// Software prefetch kPrefetchAhead bytes ahead of both group streams (g and g + 1, gs
+// apart). What it buys depends on how much bandwidth the machine leaves a core: on Zen 5,
+// one thread, 48 packed 5632 x 2048 matrices, with and without alternated in one process:
+// q4_0 17.5 -> 18.7 GB/s, q8_0 19.3 -> 21.5, q4_K 27.5 -> 29.4, int4 15.6 -> 18.1 (2 threads
+// level while the VM gave ~35 GB/s); end to end with ~68 GB/s available, tinyllama decode
+// Q4_0 54 -> 62-65 tok/s, Q4_K_M 52-55 -> 67. 2-8 KiB ahead measured alike; 16 KiB lands in
+// the other stream. A prefetch past the buffer's end never faults.
 using packed256::kPrefetchAhead;
 
 // Prefetches the cache lines of [p, p + bytes) + kPrefetchAhead (and the same at p + gs).
@@ -338,12 +340,12 @@ void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, fl
 
 // Whether a one-token tile of type sh runs the 256-bit body (Ops256) instead: that body
 // reads group g, then g + 1, each one sequential stream, where the 512-bit pair reads both at
-// once. Decode is memory-bound, and from DRAM the one-stream order streamed faster on Zen 5
-// (2 threads, same run; avx512vnni: q4_K 62-72 GB/s against 52-54, q6_K 50-78 against 42-52,
-// q8_0 50-62 against 47-51; avx512: q4_K 62-69 against 50-51). The 4-bit types stay 512-bit,
-// and so does q8_0 without VNNI (Ops::kQ8_0Decode256 false): there the 256-bit body's unpack or
-// sign trick keeps it compute-bound (q4_0 41-44 GB/s against 48-60; avx512 q8_0 42-55
-// against 51-52).
+// once. Decode is memory-bound, and from DRAM the one-stream order is faster on Zen 5 (48
+// packed 5632 x 2048 matrices, both bodies alternated in one process, 2 threads: q4_K 43.3
+// against 34.0 GB/s on avx512vnni, 44.7 against 32.3 on avx512; q6_K 41.2 / 32.0 and 41.3 /
+// 30.9; q8_0 on avx512vnni 26.4 against 23.4 with one thread, level with two). The 4-bit
+// types stay 512-bit (their nibble unpack keeps the 256-bit body compute-bound), and so does
+// q8_0 without VNNI (Ops::kQ8_0Decode256 false: the sign trick, 4% within the noise).
 template <typename Ops>
 inline bool OneTokenRuns256(const PackedShape& sh) {
   return (Ops::kQ8_0Decode256 && sh.type == DType::kQ8_0) || sh.is_q4_k() || sh.is_q6_k();
