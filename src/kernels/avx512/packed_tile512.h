@@ -343,12 +343,15 @@ void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, fl
 // once. Decode is memory-bound, and from DRAM the one-stream order is faster on Zen 5 (48
 // packed 5632 x 2048 matrices, both bodies alternated in one process, 2 threads: q4_K 43.3
 // against 34.0 GB/s on avx512vnni, 44.7 against 32.3 on avx512; q6_K 41.2 / 32.0 and 41.3 /
-// 30.9; q8_0 on avx512vnni 26.4 against 23.4 with one thread, level with two). The 4-bit
-// types stay 512-bit (their nibble unpack keeps the 256-bit body compute-bound), and so does
-// q8_0 without VNNI (Ops::kQ8_0Decode256 false: the sign trick, 4% within the noise).
+// 30.9; q8_0 on avx512vnni 26.4 against 23.4 with one thread, level with two; int4 with
+// groups of 128, whose scale planes are small, 46.2-56.5 against 42.9-44.7). q4_0 (level),
+// mxfp4 and int4 with groups of 32 or 64 stay 512-bit (512-bit against 256-bit: mxfp4 23.2
+// against 19.8 with one thread; int4_g32 38.7 against 34.0, int4_g64 40.1 against 33.8), and
+// so does q8_0 without VNNI (Ops::kQ8_0Decode256 false: the sign trick, 4% within the noise).
 template <typename Ops>
 inline bool OneTokenRuns256(const PackedShape& sh) {
-  return (Ops::kQ8_0Decode256 && sh.type == DType::kQ8_0) || sh.is_q4_k() || sh.is_q6_k();
+  return (Ops::kQ8_0Decode256 && sh.type == DType::kQ8_0) || sh.is_q4_k() || sh.is_q6_k() ||
+         (sh.is_int4() && sh.group >= 128);
 }
 
 // The PackedTileFn body: one or two groups per call. Results are the same bits either way
