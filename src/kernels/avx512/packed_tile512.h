@@ -73,23 +73,18 @@ inline __m512 LoadE8M0Half16(const uint8_t* p, size_t gs) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, denormal));
 }
 
-// Software prefetch kPrefetchAhead bytes ahead of both group streams (g and g + 1, gs
+// Software prefetch packed256::kPrefetchAhead bytes ahead of both group streams (g and g + 1, gs
 // apart). What it buys depends on how much bandwidth the machine leaves a core: on Zen 5,
 // one thread, 48 packed 5632 x 2048 matrices, with and without alternated in one process:
 // q4_0 17.5 -> 18.7 GB/s, q8_0 19.3 -> 21.5, q4_K 27.5 -> 29.4, int4 15.6 -> 18.1 (2 threads
 // level while the VM gave ~35 GB/s); end to end with ~68 GB/s available, tinyllama decode
 // Q4_0 54 -> 62-65 tok/s, Q4_K_M 52-55 -> 67. 2-8 KiB ahead measured alike; 16 KiB lands in
 // the other stream. A prefetch past the buffer's end never faults.
-using packed256::kPrefetchAhead;
-
-// Prefetches the cache lines of [p, p + bytes) + kPrefetchAhead (and the same at p + gs).
+// The 256-bit body's prefetch (packed_tile.h), for group g and, with kTwo, group g + 1.
 template <bool kTwo>
 inline void PrefetchAhead(const uint8_t* p, size_t bytes, size_t gs) {
-  const char* a = reinterpret_cast<const char*>(p) + kPrefetchAhead;
-  for (size_t o = 0; o < bytes; o += 64) {
-    _mm_prefetch(a + o, _MM_HINT_T0);
-    if (kTwo) _mm_prefetch(a + gs + o, _MM_HINT_T0);
-  }
+  packed256::PrefetchAhead(p, bytes);
+  if (kTwo) packed256::PrefetchAhead(p + gs, bytes);
 }
 
 // Keeps GCC from re-associating the unrolled integer chains into a tree that spills.
