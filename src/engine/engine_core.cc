@@ -53,14 +53,17 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
                            config.followers->rank());
     if (budget)
       return UnsupportedError(
-          "--kv-policy {} (a KV budget) is not supported over split ranks (--tensor-parallel): evictions "
+          "--kv-policy {} (a KV budget) is not supported over split ranks (--tensor-parallel, "
+          "--pipeline-parallel): evictions "
           "would have to reach every rank's KV shard",
           KvPolicyName(budget->policy));
     if (config.sparsity && !config.sparsity->Exact())
-      return UnsupportedError("sparsity options are not supported over split ranks (--tensor-parallel)");
+      return UnsupportedError(
+          "sparsity options are not supported over split ranks (--tensor-parallel, --pipeline-parallel)");
     if (config.prefix_tiers.enabled())
       return UnsupportedError(
-          "--prefix-cache-ram/--prefix-cache-dir are not supported over split ranks (--tensor-parallel): a "
+          "--prefix-cache-ram/--prefix-cache-dir are not supported over split ranks (--tensor-parallel, "
+          "--pipeline-parallel): a "
           "tier holds rank 0's KV shard only");
     if (!(config.follower_heartbeat_s > 0))
       return InvalidArgumentError("the follower heartbeat must be positive seconds (got {})",
@@ -76,6 +79,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   else if (KvGroupLayout::ForModel(mc, sc.max_seq_len).num_groups() > 1)
     Log(LogLevel::kInfo, "{}: the sliding-window layers keep every KV block (not only the window) with {}",
         mc.arch, budget ? "a KV budget" : "freeing turned off");
+  // A pipeline stage's cache holds its layers only; the followers check the model's layout and
+  // hold their own stages' layers. Rank 0's stage is the first, which has the most layers, so
+  // every rank's blocks fit the memory asked for.
+  const int32_t model_layers_per_group = groups.layers_per_group;
+  const StageLayers stage = model.stage_layers();
+  groups = groups.ForStage(stage.first, stage.last);
   const size_t block_bytes = PagedKvCache::BlockBytes(groups.layers_per_group, config.block_size,
                                                       mc.n_kv_heads, mc.head_dim, kv_types);
   int64_t num_blocks = config.num_blocks;
@@ -143,13 +152,14 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
                                                              sc.max_seq_len, kv_types},
                                          e->pool_.get()));
   e->runner_ = std::make_unique<ModelRunner>(model, *e->cache_, e->pool_.get(),
-                                             config.sparsity ? *config.sparsity : model.sparsity(), budget);
+                                             config.sparsity ? *config.sparsity : model.sparsity(), budget,
+                                             config.micro_batches);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
   if (leads) {
     e->leader_ = std::make_unique<StepLeader>(*config.followers, config.follower_heartbeat_s);
     FERRY_RETURN_IF_ERROR(e->leader_->Start(
         FollowerCacheShape{static_cast<int32_t>(num_blocks), config.block_size, sc.max_num_seqs,
-                           sc.max_seq_len, kv_types, num_groups, static_cast<int32_t>(layers_per_block)}));
+                           sc.max_seq_len, kv_types, num_groups, model_layers_per_group}));
     e->runner_->LeadFollowers(e->leader_.get());
   }
   return e;
@@ -161,6 +171,10 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
     if (t < 0 || t >= n_vocab)
       return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
+  if (options.pooling != Pooling::kNone && model_->pipeline_stages() > 1)
+    return UnsupportedError(
+        "embeddings are not computed over --pipeline-parallel stages (the last stage's hidden states "
+        "do not travel back); split the model with --tensor-parallel to serve embeddings");
   if (options.pooling != Pooling::kNone && !model_->WritesHidden())
     return UnsupportedError("embeddings are not supported for the {} architecture (no hidden states)",
                             model_->config().arch);
@@ -243,6 +257,7 @@ EngineStats EngineCore::Stats() const {
   EngineStats s = scheduler_->stats();
   s.spec_draft_s = spec_draft_s_;
   s.spec_verify_s = spec_verify_s_;
+  s.micro_batches = runner_->micro_batches_run();
   s.running = scheduler_->num_running();
   s.waiting = scheduler_->num_waiting();
   s.kv_usage = kv_->Usage();

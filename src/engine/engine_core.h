@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine_metrics.h"
 #include "engine/follower.h"
+#include "engine/micro_batches.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
 #include "engine/prefix_tiers.h"
@@ -56,6 +57,9 @@ struct EngineConfig {
   // engine runs on its rank 0 and leads the other ranks, which run RunFollower
   // (engine/follower.h); null or a world of one: nothing to lead.
   comm::Communicator* followers = nullptr;
+  // How each step's batch is cut when the model is split into pipeline stages
+  // (engine/micro_batches.h); unused otherwise.
+  MicroBatchConfig micro_batches;
   double follower_heartbeat_s = 1;  // the longest an idle rank 0 stays silent (< --comm-timeout)
   // Engine (engine.h) only: called on the loop thread when a step fails, before the loop stops
   // (a split job ends itself there: its other ranks cannot go on without rank 0's steps).

@@ -37,6 +37,7 @@ struct EngineStats {
   int32_t kv_groups = 1;
   int64_t kv_block_bytes = 0, kv_max_len_blocks = 0;
   int64_t steps = 0;
+  int64_t micro_batches = 0;           // pieces the steps' batches ran as (one each unless pipelined)
   int64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
   int64_t prefill_tokens_computed = 0; // tokens computed other than single-token decodes
   int64_t decode_tokens_computed = 0;

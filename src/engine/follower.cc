@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "core/thread_pool.h"
+#include "engine/micro_batches.h"
 #include "model/paged_kv_cache.h"
 
 namespace ferry {
@@ -75,6 +76,7 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
   FollowerCacheShape shape;
   StepPlan plan;
   ForwardScratch scratch;
+  PipelinedForward pipelined;  // rank 0's micro-batches of each step
   SparsityStats stats;
   std::vector<float> logits;  // [batch.NumLogits(), n_vocab] gathered like rank 0's, then unused
   std::vector<float> hidden;  // [batch.size(), dim] when rank 0 pools embeddings
@@ -102,7 +104,8 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
         FERRY_ASSIGN_OR_RETURN(
             PagedKvCache c,
             PagedKvCache::Create(mc.n_layers, shape.num_blocks, shape.block_size, mc.n_kv_heads, mc.head_dim,
-                                 shape.n_slots, shape.max_seq_len, layout, std::move(groups)));
+                                 shape.n_slots, shape.max_seq_len, layout,
+                                 groups.ForStage(model.stage_layers().first, model.stage_layers().last)));
         cache.emplace(std::move(c));
         continue;
       }
@@ -139,7 +142,8 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
       hidden.resize(static_cast<size_t>(plan.batch.size()) * static_cast<size_t>(mc.dim));
       fo.hidden = hidden.data();
     }
-    FERRY_RETURN_IF_ERROR(model.Forward(plan.batch, *cache, logits.data(), &pool, fo));
+    FERRY_RETURN_IF_ERROR(
+        pipelined.Run(model, plan.batch, plan.micro_batch_cuts, *cache, logits.data(), &pool, fo));
   }
 }
 

@@ -67,12 +67,17 @@ StatusOr<RunnerOutput> ModelRunner::Execute(const SchedulerOutput& out) {
     hidden_.resize(static_cast<size_t>(batch_.size()) * static_cast<size_t>(dim));
     fo.hidden = hidden_.data();
   }
+  // Embeddings' hidden states come from one pass over the whole batch.
+  plan_.micro_batch_cuts =
+      PlanMicroBatches(batch_.size(), embeds ? 1 : model_.pipeline_stages(), micro_batches_);
+  micro_batches_run_ += static_cast<int64_t>(plan_.micro_batch_cuts.size()) - 1;
   if (leader_) {
     plan_.batch = batch_;
     plan_.hidden = embeds;
     FERRY_RETURN_IF_ERROR(leader_->Step(plan_));
   }
-  FERRY_RETURN_IF_ERROR(model_.Forward(batch_, cache_, logits_.data(), pool_, fo));
+  FERRY_RETURN_IF_ERROR(
+      pipelined_.Run(model_, batch_, plan_.micro_batch_cuts, cache_, logits_.data(), pool_, fo));
   for (size_t i = 0; embeds && i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
     Request& r = *s.req;

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "core/thread_pool.h"
 #include "engine/follower.h"
+#include "engine/micro_batches.h"
 #include "engine/scheduler.h"
 #include "model/forward_batch.h"
 #include "model/kv_budget_policy.h"
@@ -26,9 +27,15 @@ class ModelRunner {
  public:
   // budget: the engine's KV budget (nullopt: every sequence keeps every token).
   // sparsity: the run-time options every step runs with.
+  // micro_batches: how a step is cut when the model is split into pipeline stages.
   ModelRunner(const Model& model, PagedKvCache& cache, ThreadPool* pool, const SparsityOptions& sparsity,
-              std::optional<KvBudgetConfig> budget = {})
-      : model_(model), cache_(cache), pool_(pool), sparsity_(sparsity), budget_(budget) {}
+              std::optional<KvBudgetConfig> budget = {}, const MicroBatchConfig& micro_batches = {})
+      : model_(model),
+        cache_(cache),
+        pool_(pool),
+        sparsity_(sparsity),
+        budget_(budget),
+        micro_batches_(micro_batches) {}
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
@@ -42,6 +49,8 @@ class ModelRunner {
   static int32_t SampleTopK(const Request& r);
   // The work the model's sparsity options skipped, summed over every Execute.
   const SparsityStats& sparsity_stats() const { return stats_; }
+  // Micro-batches the steps were cut into, summed over every Execute (one per step unsplit).
+  int64_t micro_batches_run() const { return micro_batches_run_; }
 
  private:
   // Verifies r's first num_draft drafts against logits [num_draft + 1, n_vocab].
@@ -54,6 +63,9 @@ class ModelRunner {
   ThreadPool* pool_;
   SparsityOptions sparsity_;
   std::optional<KvBudgetConfig> budget_;
+  MicroBatchConfig micro_batches_;
+  PipelinedForward pipelined_;
+  int64_t micro_batches_run_ = 0;
   StepLeader* leader_ = nullptr;
   StepPlan plan_;  // the step for the followers (when leading): block copies and tables
   ForwardBatch batch_;

@@ -1,5 +1,7 @@
 #include "engine/step_plan.h"
 
+#include <algorithm>
+
 namespace ferry {
 namespace {
 
@@ -77,6 +79,8 @@ void EncodeStepPlan(const StepPlan& p, std::vector<int32_t>* w) {
   w->insert(w->end(), b.want_logits.begin(), b.want_logits.end());  // one word per flag
   for (size_t i = 0; i < b.tokens.size(); ++i) w->push_back(b.LogitsTopK(i));
   w->push_back(p.hidden ? 1 : 0);
+  w->push_back(static_cast<int32_t>(p.micro_batch_cuts.size()));
+  w->insert(w->end(), p.micro_batch_cuts.begin(), p.micro_batch_cuts.end());
 }
 
 Status DecodeStepPlan(const std::vector<int32_t>& words, StepPlan* p) {
@@ -119,8 +123,15 @@ Status DecodeStepPlan(const std::vector<int32_t>& words, StepPlan* p) {
     if (k < 0) return Damaged("logits top-k");
   }
   int32_t hidden = 0;
-  if (!r.Next(&hidden) || !r.Done()) return Damaged("trailer");
+  if (!r.Next(&hidden)) return Damaged("hidden flag");
   p->hidden = hidden != 0;
+  if (!r.Count(&n, 1) || n < 2) return Damaged("micro-batches");
+  p->micro_batch_cuts.resize(static_cast<size_t>(n));
+  for (int32_t& c : p->micro_batch_cuts) r.Next(&c);
+  if (p->micro_batch_cuts.front() != 0 || p->micro_batch_cuts.back() != b.size() ||
+      !std::is_sorted(p->micro_batch_cuts.begin(), p->micro_batch_cuts.end()))
+    return Damaged("micro-batch cuts");
+  if (!r.Done()) return Damaged("trailer");
   return Status::Ok();
 }
 

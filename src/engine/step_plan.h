@@ -24,7 +24,8 @@ struct FollowerCacheShape {
   KvCacheTypes kv_types;
   // Rank 0's KV groups (model/kv_group_layout.h): 1, or the groups KvGroupLayout::ForModel
   // makes of the model's sliding and full layers, which each follower builds from its own
-  // config and must find the same (number of groups and layers per group).
+  // config and must find the same (number of groups and layers per group, before each
+  // pipeline stage keeps only its own layers: KvGroupLayout::ForStage).
   int32_t kv_groups = 1, layers_per_group = 0;
 };
 
@@ -34,6 +35,9 @@ struct StepPlan {
   std::vector<std::vector<int32_t>> block_tables;         // [slot * num_groups + group][logical block]
   ForwardBatch batch;
   bool hidden = false;  // the pass returns final hidden states too (a request pools embeddings)
+  // Pipeline stages: the batch's micro-batches as token offsets [count + 1] (engine/
+  // micro_batches.h), so every rank cuts it alike; {0, n} (one) otherwise.
+  std::vector<int32_t> micro_batch_cuts;
 };
 
 // Messages are int32 words (the counts first, then the arrays).

@@ -1,5 +1,6 @@
 #include "model/kv_group_layout.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "base/check.h"
@@ -35,6 +36,17 @@ KvGroupLayout KvGroupLayout::ForModel(const ModelConfig& c, int32_t max_seq_len)
   fill(full, 0);
   fill(sliding, c.sliding_window);
   FERRY_CHECK(g.num_groups() * g.layers_per_group == c.n_layers);
+  return g;
+}
+
+KvGroupLayout KvGroupLayout::ForStage(int32_t first, int32_t last) const {
+  KvGroupLayout g = *this;
+  std::vector<int32_t> held(windows.size(), 0);  // [groups] stage layers so far
+  for (int32_t l = 0; l < num_layers(); ++l) {
+    const size_t i = static_cast<size_t>(l);
+    g.layer_index[i] = l >= first && l < last ? held[static_cast<size_t>(layer_group[i])]++ : -1;
+  }
+  g.layers_per_group = std::max(1, *std::max_element(held.begin(), held.end()));
   return g;
 }
 

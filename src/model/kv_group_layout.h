@@ -17,7 +17,7 @@ struct KvGroupLayout {
   int32_t layers_per_group = 0;      // layers a physical block holds
   std::vector<int32_t> windows;      // [groups] 0: full attention, else the sliding window (positions)
   std::vector<int32_t> layer_group;  // [n_layers] the group of each layer
-  std::vector<int32_t> layer_index;  // [n_layers] its place among its group's layers
+  std::vector<int32_t> layer_index;  // [n_layers] its place among its group's layers (-1: not held)
 
   int32_t num_groups() const { return static_cast<int32_t>(windows.size()); }
   int32_t num_layers() const { return static_cast<int32_t>(layer_group.size()); }
@@ -30,6 +30,10 @@ struct KvGroupLayout {
   // gcd of the full and sliding layer counts (so no group is padded), full groups come first,
   // and each kind's layers fill its groups in layer order.
   static KvGroupLayout ForModel(const ModelConfig& c, int32_t max_seq_len);
+  // These groups on a pipeline stage that computes only layers [first, last): the others are
+  // not held (layer_index -1) and a block holds the most stage layers of any one group (all
+  // of the stage's layers with one group), so that a stage's blocks are its share of the bytes.
+  KvGroupLayout ForStage(int32_t first, int32_t last) const;
 };
 
 }  // namespace ferry

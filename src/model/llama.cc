@@ -201,6 +201,10 @@ class LlamaModel final : public Model {
                  const ForwardOptions& options) const override;
   bool WritesHidden() const override { return true; }
   size_t WeightBytes() const override { return weight_bytes_; }
+  int pipeline_stages() const override { return par_.pp_size(); }
+  StageLayers stage_layers() const override { return stage_; }
+  Status ShareStageLogits(const ForwardBatch& batch, float* logits, ForwardScratch* scratch,
+                          uint64_t* sent_bytes) const override;
 
  private:
   // What every step of one forward call reads.
@@ -253,7 +257,7 @@ class LlamaModel final : public Model {
   // Pipeline: the last stage sends every stage the n_out logits rows [n_out, n_vocab], each as
   // Head left it: whole when top_k[i] is 0, else only its top_k[i] largest as (logit, token)
   // pairs, scattered on arrival (the rest -inf). Bytes sent are added to *sent_bytes.
-  Status BroadcastLogits(const Pass& p, int64_t n_out, const int32_t* top_k, float* logits,
+  Status BroadcastLogits(ForwardScratch& s, int64_t n_out, const int32_t* top_k, float* logits,
                          uint64_t* sent_bytes) const;
   // The element-wise end of the head on rows [n_rows, width]: granite's logit scale, gemma's
   // soft cap (before any shard picks its largest logits, so that they are the final values).
@@ -909,8 +913,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     int64_t n_logits = 0;
     for (int64_t i = 0; i < n; ++i)
       if (b.want_logits[static_cast<size_t>(i)]) top_k[n_logits++] = b.LogitsTopK(static_cast<size_t>(i));
-    if (n_logits > 0)
-      FERRY_RETURN_IF_ERROR(BroadcastLogits(p, n_logits, top_k, logits, options.logits_gathered_bytes));
+    if (n_logits > 0 && !options.defer_stage_logits)
+      FERRY_RETURN_IF_ERROR(BroadcastLogits(s, n_logits, top_k, logits, options.logits_gathered_bytes));
     kv.EndForward(b);
     return Status::Ok();
   }
@@ -930,13 +934,25 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
     ++n_out;
   }
   if (n_out > 0) FERRY_RETURN_IF_ERROR(Head(p, xn, n_out, top_k, logits, options.logits_gathered_bytes));
-  if (n_out > 0 && n_stages > 1)
-    FERRY_RETURN_IF_ERROR(BroadcastLogits(p, n_out, top_k, logits, options.logits_gathered_bytes));
+  if (n_out > 0 && n_stages > 1 && !options.defer_stage_logits)
+    FERRY_RETURN_IF_ERROR(BroadcastLogits(s, n_out, top_k, logits, options.logits_gathered_bytes));
   kv.EndForward(b);
   return Status::Ok();
 }
 
-Status LlamaModel::BroadcastLogits(const Pass& p, int64_t n_out, const int32_t* top_k, float* logits,
+Status LlamaModel::ShareStageLogits(const ForwardBatch& b, float* logits, ForwardScratch* scratch,
+                                    uint64_t* sent_bytes) const {
+  if (par_.pp_size() == 1) return Status::Ok();
+  ForwardScratch own;
+  ForwardScratch& s = scratch ? *scratch : own;
+  int32_t* top_k = s.layer.Ints(kRowTopK, b.size());  // [n_out] what each logits row needs
+  int64_t n_out = 0;
+  for (size_t i = 0; i < static_cast<size_t>(b.size()); ++i)
+    if (b.want_logits[i]) top_k[n_out++] = b.LogitsTopK(i);
+  return n_out > 0 ? BroadcastLogits(s, n_out, top_k, logits, sent_bytes) : Status::Ok();
+}
+
+Status LlamaModel::BroadcastLogits(ForwardScratch& s, int64_t n_out, const int32_t* top_k, float* logits,
                                    uint64_t* sent_bytes) const {
   const int root = par_.pp_size() - 1;
   const bool sender = par_.pp->rank() == root;
@@ -951,7 +967,7 @@ Status LlamaModel::BroadcastLogits(const Pass& p, int64_t n_out, const int32_t* 
     bytes += top_k[i] == 0
                  ? row_bytes
                  : static_cast<size_t>(ShardCandidateCount(top_k[i], n_vocab)) * sizeof(LogitCandidate);
-  uint8_t* msg = p.s.layer.Bytes(kLogitsSend, static_cast<int64_t>(bytes));  // rows in order
+  uint8_t* msg = s.layer.Bytes(kLogitsSend, static_cast<int64_t>(bytes));  // rows in order
   uint8_t* at = msg;
   for (int64_t i = 0; i < n_out && sender; ++i) {
     if (top_k[i] == 0) {

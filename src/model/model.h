@@ -34,6 +34,10 @@ struct ForwardOptions {
   // rank (every rank's whole rows and top-k candidates, its own included; ForwardBatch::
   // logits_top_k) are added here.
   uint64_t* logits_gathered_bytes = nullptr;
+  // Pipeline split: the last stage leaves the logits in `logits` and the other stages return
+  // without them, so that a stage can go on to the next micro-batch instead of waiting for
+  // this one's logits; the caller then calls ShareStageLogits with the same batch on every stage.
+  bool defer_stage_logits = false;
 };
 
 class Model {
@@ -52,6 +56,19 @@ class Model {
                          const ForwardOptions& options) const = 0;
   Status Forward(const ForwardBatch& batch, KvCache& kv, float* logits, ThreadPool* pool) const {
     return Forward(batch, kv, logits, pool, ForwardOptions{});
+  }
+
+  // Stages of a pipeline split (1: none; model/parallel.h), and this rank's stage's layers
+  // (the only ones whose KV it computes; all of them unsplit).
+  virtual int pipeline_stages() const { return 1; }
+  virtual StageLayers stage_layers() const { return {0, config_.n_layers}; }
+  // After a Forward with defer_stage_logits: the last stage's logits of `batch` to every stage
+  // (whole rows, or each row's largest where logits_top_k asks for only those, as Forward
+  // does); the bytes sent are added to *sent_bytes. Nothing without a pipeline split.
+  virtual Status ShareStageLogits(const ForwardBatch& batch, float* logits, ForwardScratch* scratch,
+                                  uint64_t* sent_bytes) const {
+    (void)batch, (void)logits, (void)scratch, (void)sent_bytes;
+    return Status::Ok();
   }
 
   // Whether Forward fills ForwardOptions::hidden (callers refuse embeddings otherwise).

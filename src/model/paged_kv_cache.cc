@@ -17,8 +17,18 @@ StatusOr<PagedKvCache> PagedKvCache::Create(int32_t n_layers, int32_t num_blocks
       n_slots <= 0 || max_seq_len <= 0)
     return InvalidArgumentError("paged KV cache dimensions must be positive");
   if (groups.windows.empty()) groups = KvGroupLayout::Single(n_layers);
-  if (groups.num_layers() != n_layers || groups.layers_per_group <= 0 ||
-      groups.num_groups() * groups.layers_per_group != n_layers)
+  // Every layer in a group, every held one at its own place in its group's blocks (a pipeline
+  // stage holds only its layers: KvGroupLayout::ForStage).
+  bool valid = groups.num_layers() == n_layers && groups.layers_per_group > 0 &&
+               static_cast<int32_t>(groups.layer_index.size()) == n_layers;
+  std::vector<uint8_t> taken(valid ? static_cast<size_t>(groups.num_groups() * groups.layers_per_group) : 0);
+  for (int32_t l = 0; valid && l < n_layers; ++l) {
+    const int32_t g = groups.layer_group[static_cast<size_t>(l)],
+                  j = groups.layer_index[static_cast<size_t>(l)];
+    valid = g >= 0 && g < groups.num_groups() && j >= -1 && j < groups.layers_per_group;
+    if (valid && j >= 0) valid = taken[static_cast<size_t>(g * groups.layers_per_group + j)]++ == 0;
+  }
+  if (!valid)
     return InvalidArgumentError("the KV groups ({} of {} layers) do not cover the model's {} layers",
                                 groups.num_groups(), groups.layers_per_group, n_layers);
   PagedKvCache c;
@@ -37,7 +47,8 @@ StatusOr<PagedKvCache> PagedKvCache::Create(int32_t n_layers, int32_t num_blocks
 }
 
 size_t PagedKvCache::SlotIndex(int32_t layer, int32_t seq, int32_t pos) const {
-  FERRY_DCHECK(layer >= 0 && layer < n_layers_ && pos >= 0);
+  FERRY_DCHECK(layer >= 0 && layer < n_layers_ && pos >= 0 &&
+               groups_.layer_index[static_cast<size_t>(layer)] >= 0);
   const auto& table =
       tables_[static_cast<size_t>(groups_.layer_group[static_cast<size_t>(layer)])][static_cast<size_t>(seq)];
   FERRY_CHECK(static_cast<size_t>(pos / block_size_) < table.size());
@@ -47,6 +58,7 @@ size_t PagedKvCache::SlotIndex(int32_t layer, int32_t seq, int32_t pos) const {
 }
 
 kernels::KvBlocks PagedKvCache::View(int32_t layer, int32_t seq) const {
+  FERRY_CHECK(groups_.layer_index[static_cast<size_t>(layer)] >= 0);  // another pipeline stage's layer
   const auto& table =
       tables_[static_cast<size_t>(groups_.layer_group[static_cast<size_t>(layer)])][static_cast<size_t>(seq)];
   kernels::KvBlocks view{nullptr, nullptr, table.data(), block_size_};
@@ -70,7 +82,9 @@ void PagedKvCache::SetKeptLayout(int32_t slot, int32_t shift, float* weight_sums
 }
 
 void PagedKvCache::MoveRow(int32_t slot, int32_t from, int32_t to) {
-  for (int32_t l = 0; l < n_layers_; ++l) kv_.CopySlots(SlotIndex(l, slot, to), SlotIndex(l, slot, from), 1);
+  for (int32_t l = 0; l < n_layers_; ++l)
+    if (groups_.layer_index[static_cast<size_t>(l)] >= 0)
+      kv_.CopySlots(SlotIndex(l, slot, to), SlotIndex(l, slot, from), 1);
 }
 
 void PagedKvCache::CopyBlock(int32_t src, int32_t dst) {

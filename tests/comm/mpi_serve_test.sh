@@ -2,9 +2,11 @@
 # The serving engine under mpirun with --tensor-parallel 2 (rank 0 serves, rank 1 follows):
 #   serve:      a completion over HTTP equals one process's, beam search is refused with a 400,
 #               and SIGTERM to mpirun drains rank 0, which stops the follower (no rank fails);
+#               two --pipeline-parallel stages serve the same completion;
 #   stopped:    a follower stopped while the server is idle ends the job within --comm-timeout
 #               with rank 0's error (its heartbeat is not answered), never a hang;
-#   throughput: `ferry bench throughput` gives the same token counts and steps as one process.
+#   throughput: `ferry bench throughput` gives the same token counts and steps as one process,
+#     over two tensor ranks and over two pipeline stages (with micro-batches and their bubble).
 # Usage: mpi_serve_test.sh MPIEXEC FERRY SOURCE_DIR CASE
 set -uo pipefail
 mpiexec=$1 ferry=$2 assets=${FERRY_ASSETS:-$3/../shared/assets} case=$4
@@ -65,7 +67,13 @@ case $case in
       fail "rank 0 did not drain and stop"
     ! grep -q "ferry: rank [01] of 2: [^(]" "$out/tp2.err" || fail "a rank reported an error"
     ! grep -qi "exited on signal\|aborted" "$out/tp2.err" || fail "a rank was killed"
-    echo "serve: '$got'; beam search refused; SIGTERM to mpirun: drained and stopped (mpirun exit $rc)"
+    # Two pipeline stages serve the same completion.
+    start_server pp2 "$mpiexec" "${flags[@]}" -np 2 "$ferry" "${serve[@]}" --pipeline-parallel 2 --comm-timeout 5
+    staged=$(complete "Once upon a time") || fail "pp2: no completion"
+    [ "$staged" = "$want" ] || fail "pp2 completion '$staged' differs from one process's '$want'"
+    kill -TERM "$job"; wait "$job"; job=""
+    grep -q "ferry info: stopped" "$out/pp2.err" || fail "pp2: rank 0 did not stop"
+    echo "serve: '$got' (tp2 and pp2); beam search refused; SIGTERM to mpirun: drained and stopped (mpirun exit $rc)"
     ;;
   stopped)
     start_server tp2 "${split[@]}" --comm-timeout 2
@@ -95,7 +103,14 @@ case $case in
     [ "$a" = "$b" ] || fail "one process: $a, tp2: $b (output tokens, steps, prefill tokens)"
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["tensor_parallel"] == 2 and j["comm_s"] > 0 else 1)' \
       "$out/tp2.json" || fail "no communication figures"
-    echo "throughput: $b"
+    # Over two pipeline stages: the same work, with the steps' prompts cut into micro-batches.
+    "$mpiexec" "${flags[@]}" -np 2 "$ferry" "${bench[@]}" --pipeline-parallel 2 --pipeline-micro-batch-tokens 8 \
+      >"$out/pp2.json" 2>"$out/pp2.err" || fail "pp2 failed: $(tail -3 "$out/pp2.err")"
+    c=$(python3 -c "$pick" "$out/pp2.json") || fail "no pp2 JSON"
+    [ "$a" = "$c" ] || fail "one process: $a, pp2: $c (output tokens, steps, prefill tokens)"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["pipeline_parallel"] == 2 and j["micro_batches_per_step"] > 1 and 0 < j["pipeline_bubble_share"] < 1 else 1)' \
+      "$out/pp2.json" || fail "no pipeline figures: $(cat "$out/pp2.json")"
+    echo "throughput: $b; pp2: $c"
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -1,5 +1,7 @@
-// The serving engine over a model split across two MPI ranks (run by ctest under mpirun -np 2):
-// rank 0 runs EngineCore, leading rank 1, which runs RunFollower on its shard. Every case runs
+// The serving engine over a model split across MPI ranks (run by ctest under mpirun as T=2,
+// P=2 and T=2 x P=2: --tp=T --pp=P): rank 0 runs EngineCore, leading the other ranks, which run
+// RunFollower on their shards; over pipeline stages every step's batch runs as micro-batches
+// (engine/micro_batches.h), each stage holding the KV of its own layers only. Every case runs
 // the same requests through an engine over the whole model on rank 0 alone and through the
 // split one, and the outputs must agree token for token: the mixed-prompt batch (greedy,
 // stories260K) plain, with chunked prefill, under preemption and with static batches; prefix
@@ -10,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,7 @@ namespace ferry {
 namespace {
 
 comm::ProcessGroups* g_groups = nullptr;
+int g_tp = 1, g_pp = 1;
 const char* kModel = "stories260K.gguf";
 using testing::EngineRun;
 
@@ -116,6 +121,14 @@ TEST_F(SplitEngineTest, MixedBatchEqualsOneProcessAlsoChunkedPreemptedAndStatic)
       EXPECT_EQ(split.tokens[K(static_cast<RequestId>(i), 0)].size(),
                 static_cast<size_t>(opts[i].max_tokens));
     EXPECT_EQ(split.stats.steps, whole.stats.steps);
+    // One micro-batch per step in one process; over stages the prompt steps are cut (the first
+    // step's 512 tokens into 8 of 64), decode steps of fewer than 32 tokens are not.
+    EXPECT_EQ(whole.stats.micro_batches, whole.stats.steps);
+    if (g_pp > 1 && c == &plain) {
+      EXPECT_GE(split.stats.micro_batches, split.stats.steps + 7);
+    } else if (g_pp == 1) {
+      EXPECT_EQ(split.stats.micro_batches, split.stats.steps);
+    }
     if (c == &chunked) {
       EXPECT_GT(split.stats.steps, 16);
     }
@@ -123,6 +136,24 @@ TEST_F(SplitEngineTest, MixedBatchEqualsOneProcessAlsoChunkedPreemptedAndStatic)
       EXPECT_GT(split.stats.preemptions, 0);
     }
   }
+}
+
+TEST_F(SplitEngineTest, EachStageHoldsTheKvOfItsLayersAndOneMicroBatchAlsoWorks) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> opts;
+  Mixed(prompts, opts);
+  EngineConfig c = Config();
+  c.micro_batches.max_count = 1;  // the stages in turn, no overlap
+  auto [whole, split] = RunBoth(c, prompts, opts);
+  if (!Leader()) return;
+  EXPECT_EQ(split.tokens, whole.tokens);
+  EXPECT_EQ(split.stats.micro_batches, split.stats.steps);
+  // stories260K's 5 layers: stage 0 of 2 computes 3; its blocks hold those (and its KV heads).
+  const ModelConfig& w = whole_->model->config();
+  const int64_t stage_layers = g_pp == 2 ? 3 : 5;
+  const int64_t kv_heads = split_->model->config().n_kv_heads;
+  EXPECT_EQ(split.stats.kv_block_bytes * w.n_layers * w.n_kv_heads,
+            whole.stats.kv_block_bytes * stage_layers * kv_heads);
 }
 
 TEST_F(SplitEngineTest, PrefixCacheHitsForksAndSpeculationEqualOneProcess) {
@@ -230,7 +261,7 @@ TEST(ModelRunnerSampleTopK, AskForWhatTheSamplersNeed) {
   EXPECT_EQ(need(o, {wide, whole}), 0);
 }
 
-// Sliding-window layers under --tensor-parallel: rank 0's KV groups (full and sliding block
+// Sliding-window layers under a split: rank 0's KV groups (full and sliding block
 // tables per slot) reach the followers, whose shards free the same out-of-window blocks, and
 // the outputs equal one process's, which frees them too, in a pool small enough to preempt.
 TEST(SplitEngineSlidingWindow, FreesTheWindowsOnEveryRankAndEqualsOneProcess) {
@@ -292,6 +323,30 @@ TEST_F(SplitEngineTest, WhatOnlyRankZeroWouldKnowIsRefused) {
       << core.status().message();
 }
 
+TEST_F(SplitEngineTest, EmbeddingsOverPipelineStagesAreRefusedUpFront) {
+  // The hidden states stay on the last stage: an embedding request is an error when it comes
+  // in, not a failed step that would end the job.
+  EngineConfig c = Config();
+  if (!Leader()) {
+    Status st = RunFollower(*split_->model, *g_groups->world, c.threads);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return;
+  }
+  c.followers = g_groups->world.get();
+  auto core = EngineCore::Create(*split_->model, &*split_->tokenizer, c);
+  ASSERT_TRUE(core.ok()) << core.status().ToString();
+  RequestOptions o = testing::GreedyOptions(1);
+  o.pooling = Pooling::kMean;
+  const Status st = (*core)->Validate(testing::TestPrompt(8, 1), o);
+  if (g_pp == 1) {
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  } else {
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("not computed over --pipeline-parallel stages"), std::string::npos)
+        << st.message();
+  }
+}
+
 TEST_F(SplitEngineTest, PrefixTiersAreRefused) {
   // A RAM/disk tier would hold rank 0's KV shard only; the followers' shards could not be restored.
   if (!Leader()) return;
@@ -316,8 +371,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
     return 1;
   }
-  const int ranks = (*world)->size();  // all of them tensor-parallel
-  auto groups = ferry::comm::MakeProcessGroups(std::move(*world), ranks, 1);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--tp=", 5) == 0) ferry::g_tp = std::atoi(argv[i] + 5);
+    if (std::strncmp(argv[i], "--pp=", 5) == 0) ferry::g_pp = std::atoi(argv[i] + 5);
+  }
+  auto groups = ferry::comm::MakeProcessGroups(std::move(*world), ferry::g_tp, ferry::g_pp);
   if (!groups.ok()) {
     std::fprintf(stderr, "%s\n", groups.status().ToString().c_str());
     return 1;

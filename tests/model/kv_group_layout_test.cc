@@ -101,5 +101,35 @@ TEST(KvGroupLayout, PagedCacheAddressesEachLayerThroughItsGroupsTable) {
   }
 }
 
+TEST(KvGroupLayout, APipelineStageHoldsOnlyItsLayers) {
+  // One group: the stage's layers fill its blocks, the others are not held.
+  const KvGroupLayout single = KvGroupLayout::Single(5).ForStage(3, 5);
+  EXPECT_EQ(single.layers_per_group, 2);
+  EXPECT_EQ(single.layer_index, (std::vector<int32_t>{-1, -1, -1, 0, 1}));
+  EXPECT_EQ(single.layer_group, (std::vector<int32_t>{0, 0, 0, 0, 0}));
+  // gemma2's two groups of two: the first stage holds one layer of each.
+  const KvGroupLayout two = KvGroupLayout::ForModel(Sliding({1, 0, 1, 0}), 512).ForStage(0, 2);
+  EXPECT_EQ(two.layers_per_group, 1);
+  EXPECT_EQ(two.layer_index, (std::vector<int32_t>{0, 0, -1, -1}));
+  EXPECT_EQ(two.windows, (std::vector<int32_t>{0, 32}));
+  // A cache of the stage's layout: blocks of its 2 layers, written and read through them alone.
+  auto kv = PagedKvCache::Create(5, 4, 4, 2, 8, 1, 16, KvCacheTypes::F32(), single);
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  EXPECT_EQ(kv->BlockContentBytes(), PagedKvCache::BlockBytes(2, 4, 2, 8, KvCacheTypes::F32()));
+  kv->SetBlockTable(0, std::vector<int32_t>{1, 3}, 0);
+  for (int32_t l = 3; l < 5; ++l) kv->StoreKey(l, 0, 6, Row(10.0f * l).data());
+  std::vector<float> got(16);
+  for (int32_t l = 3; l < 5; ++l) {
+    kv->LoadKey(l, 0, 6, got.data());
+    EXPECT_EQ(got, Row(10.0f * l)) << "layer " << l;
+  }
+  EXPECT_EQ(kv->KeyBytes(4, 0, 6) - kv->KeyBytes(3, 0, 6),
+            static_cast<std::ptrdiff_t>(4 * 4 * kv->KeySlotBytes()));  // one layer region apart
+  // Two layers at one place of a block is no layout.
+  KvGroupLayout clash = single;
+  clash.layer_index[4] = 0;
+  EXPECT_FALSE(PagedKvCache::Create(5, 4, 4, 2, 8, 1, 16, KvCacheTypes::F32(), clash).ok());
+}
+
 }  // namespace
 }  // namespace ferry

@@ -61,7 +61,6 @@ int RunThroughputBench(const ThroughputBenchOpts& o) {
   if (!kv_types.ok()) return Fail(kv_types.status());
   auto par = OpenParallelRun(o.parallel);
   if (!par.ok()) return Fail(par.status());
-  if (Status st = par->CheckServingLayout(); !st.ok()) return par->Fail(st);
   LoadOptions load = o.model.ToLoadOptions();
   load.parallel = par->layout();
   auto lm = LoadModel(o.model.model, load);
@@ -202,6 +201,12 @@ int RunThroughputBench(const ThroughputBenchOpts& o) {
   // Split over ranks: the KV figures above are rank 0's shard; communication is rank 0's time
   // in the forward's collectives and in sending the steps to the other ranks.
   j["tensor_parallel"] = o.parallel.tensor_parallel;
+  j["pipeline_parallel"] = o.parallel.pipeline_parallel;
+  j["micro_batches_per_step"] =
+      stats.steps > 0 ? static_cast<double>(stats.micro_batches) / static_cast<double>(stats.steps) : 0.0;
+  // The pipeline bubble as rank 0 (the first stage) sees it: its time waiting on the next stage
+  // to take a micro-batch and on the last stage's logits, as a share of the run.
+  j["pipeline_bubble_share"] = par->pipeline_wait_seconds() / elapsed;
   j["comm_s"] = par->comm_seconds();
   j["step_send_s"] = par->groups.world->stats().seconds;
   j["block_size"] = o.block_size;
@@ -252,6 +257,7 @@ Runner AddBenchThroughputCommand(CLI::App& bench) {
   cmd->add_flag("--json", o->json, "print one JSON object");
   o->constraint.Add(cmd, "--json-schema");
   o->parallel.Add(cmd);
+  o->parallel.AddMicroBatches(cmd);
   return [o]() -> int { return RunThroughputBench(*o); };
 }
 

@@ -29,6 +29,7 @@ Runner AddServeCommand(CLI::App& app) {
   o->engine.Add(cmd);
   o->spec.Add(cmd);
   o->parallel.Add(cmd);
+  o->parallel.AddMicroBatches(cmd);
   server::ServerConfig& s = o->server;
   cmd->add_option("--host", s.host, "address to bind (0.0.0.0 for every interface)")->capture_default_str();
   cmd->add_option("--port", s.port, "port (0: any free port, logged at start)")
@@ -85,7 +86,6 @@ Runner AddServeCommand(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     auto par = OpenParallelRun(o->parallel);
     if (!par.ok()) return Fail(par.status());
-    if (Status st = par->CheckServingLayout(); !st.ok()) return par->Fail(st);
     LoadOptions load = o->model.ToLoadOptions();
     load.parallel = par->layout();
     auto lm = LoadModel(o->model.model, load);

@@ -26,6 +26,18 @@ void ParallelFlags::Add(CLI::App* cmd) {
       ->check(CLI::PositiveNumber);
 }
 
+void ParallelFlags::AddMicroBatches(CLI::App* cmd) {
+  cmd->add_option("--pipeline-micro-batch-tokens", micro_batches.min_tokens,
+                  "with --pipeline-parallel: a step's batch is cut into micro-batches of at least this "
+                  "many tokens, so that the stages work on different ones at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--pipeline-micro-batches", micro_batches.max_count,
+                  "with --pipeline-parallel: micro-batches per step at most (1: no overlap)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
 StatusOr<comm::ProcessGroups> ParallelFlags::Open() const {
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::OpenWorld({comm_timeout_s}));
   const Status layout = comm::CheckLayout(world->size(), world->rank(), tensor_parallel, pipeline_parallel);
@@ -45,6 +57,7 @@ StatusOr<ParallelRun> OpenParallelRun(const ParallelFlags& flags) {
   ParallelRun run;
   run.groups = std::move(g);
   run.comm_timeout_s = flags.comm_timeout_s;
+  run.micro_batches = flags.micro_batches;
   return run;
 }
 
@@ -81,19 +94,12 @@ int ParallelRun::Fail(const Status& status) const {
   return code;
 }
 
-Status ParallelRun::CheckServingLayout() const {
-  if (layout().pp_size() > 1)
-    return UnsupportedError(
-        "the serving engine does not run over --pipeline-parallel stages yet; split it with "
-        "--tensor-parallel");
-  return Status::Ok();
-}
-
 void ParallelRun::LeadFollowers(EngineConfig& config) const {
   if (!split()) return;
   config.followers = groups.world.get();
   config.follower_heartbeat_s = std::min(1.0, comm_timeout_s / 4);
   config.on_loop_failure = [this](const Status& status) { Fail(status); };
+  config.micro_batches = micro_batches;
 }
 
 int ParallelRun::Follow(const Model& model, int32_t threads) const {

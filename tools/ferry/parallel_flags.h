@@ -10,6 +10,7 @@
 
 #include "comm/process_groups.h"
 #include "engine/engine_core.h"
+#include "engine/micro_batches.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 
@@ -18,7 +19,10 @@ namespace ferry::cli {
 struct ParallelFlags {
   int tensor_parallel = 1, pipeline_parallel = 1;
   double comm_timeout_s = 60;
+  MicroBatchConfig micro_batches;  // the serving engine's steps over pipeline stages
   void Add(CLI::App* cmd);
+  // serve / bench throughput: --pipeline-micro-batch-tokens, --pipeline-micro-batches.
+  void AddMicroBatches(CLI::App* cmd);
   // The job's groups for these flags (one local rank without mpirun); a layout that does not
   // match the job's size is an error on every rank, before anything waits on a peer.
   StatusOr<comm::ProcessGroups> Open() const;
@@ -27,6 +31,7 @@ struct ParallelFlags {
 struct ParallelRun {
   comm::ProcessGroups groups;
   double comm_timeout_s = 60;
+  MicroBatchConfig micro_batches;
   bool root() const { return groups.world->rank() == 0; }
   bool split() const { return groups.world->size() > 1; }
   ParallelLayout layout() const { return {groups.tp.get(), groups.pp.get()}; }
@@ -40,10 +45,12 @@ struct ParallelRun {
   // failure may leave peers waiting, so the whole job is ended with that code.
   int Fail(const Status& status) const;
 
-  // The serving engine (serve, bench throughput) splits by tensor ranks only (for now).
-  Status CheckServingLayout() const;
-  // Rank 0's engine leads the other ranks: a heartbeat well inside --comm-timeout, and a failed
-  // step ends the whole job (the followers cannot go on without rank 0). Nothing when not split.
+  // Seconds rank 0 spent waiting on its pipeline peers so far (for the bubble: a first stage
+  // waits only for the next stage to take a micro-batch and for the last stage's logits).
+  double pipeline_wait_seconds() const { return groups.pp->stats().seconds; }
+  // Rank 0's engine leads the other ranks: a heartbeat well inside --comm-timeout, a failed step
+  // ends the whole job (the followers cannot go on without rank 0), and the steps are cut into
+  // the flags' micro-batches over pipeline stages. Nothing when not split.
   void LeadFollowers(EngineConfig& config) const;
   // The other ranks: follow rank 0's engine until it stops; the exit code.
   int Follow(const Model& model, int32_t threads) const;
