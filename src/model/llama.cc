@@ -125,15 +125,21 @@ Status ShardLayer(LayerWeights& w, const TensorShard& s, int64_t hd, const std::
   w.wv = SliceRows(w.wv, s.kv_head0 * hd, s.n_kv * hd);
   FERRY_ASSIGN_OR_RETURN(w.wo,
                          SliceColumns(w.wo, s.q_head0 * hd, s.n_q * hd, prefix + "attn_output.weight", keep));
-  w.w_gate = SliceRows(w.w_gate, s.ffn0, s.n_ffn);
-  w.w_up = SliceRows(w.w_up, s.ffn0, s.n_ffn);
-  FERRY_ASSIGN_OR_RETURN(w.w_down, SliceColumns(w.w_down, s.ffn0, s.n_ffn, prefix + "ffn_down.weight", keep));
+  if (!w.moe) {  // MoE layers split their experts as they load (MoeFfn::Load)
+    w.w_gate = SliceRows(w.w_gate, s.ffn0, s.n_ffn);
+    w.w_up = SliceRows(w.w_up, s.ffn0, s.n_ffn);
+    FERRY_ASSIGN_OR_RETURN(w.w_down,
+                           SliceColumns(w.w_down, s.ffn0, s.n_ffn, prefix + "ffn_down.weight", keep));
+  }
   auto rows = [](std::vector<float>& v, int64_t first, int64_t n) {
     if (!v.empty()) v = std::vector<float>(v.begin() + first, v.begin() + first + n);
   };
   rows(w.bq, s.q_head0 * hd, s.n_q * hd);
   rows(w.bk, s.kv_head0 * hd, s.n_kv * hd);
   rows(w.bv, s.kv_head0 * hd, s.n_kv * hd);
+  rows(w.sinks, s.q_head0, s.n_q);  // gpt-oss: one sink logit per query head
+  // W_o's output is a partial sum reduced over the ranks: its bias is added by the first only.
+  if (s.q_head0 != 0) w.bo.clear();
   return Status::Ok();
 }
 
@@ -294,7 +300,7 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   m->sparsity_ = options.sparsity;
   const ParallelLayout& par = options.parallel;
   m->par_ = par;
-  if (par.Split() && !options.sparsity.Exact())
+  if (par.Split() && !options.sparsity.RunsSplit())
     return UnsupportedError(
         "sparsity options cannot be combined with --tensor-parallel / --pipeline-parallel");
   // Each rank holds some heads; a norm over the whole projection would need a reduction first.
@@ -365,7 +371,8 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.sinks, r.Vector(p + "attn_sinks.weight", cfg.n_heads));
     }
     if (cfg.IsMoeLayer(l)) {
-      FERRY_ASSIGN_OR_RETURN(w.moe, MoeFfn::Load(src, cfg, l, options.repack_weights, &pack_pool));
+      FERRY_ASSIGN_OR_RETURN(w.moe, MoeFfn::Load(src, cfg, l, options.repack_weights, &pack_pool,
+                                                 ExpertSplit{par.tp_rank(), par.tp_size()}));
       m->weight_bytes_ += w.moe->ActiveBytesPerToken();
     } else if (cfg.fused_gate_up) {  // phi3: [2 ffn, dim], gate rows then up rows (views)
       FERRY_ASSIGN_OR_RETURN(Linear gate_up, r.Matrix(p + "ffn_up.weight", 2 * ffn, dim));
@@ -524,7 +531,7 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
         "sparsity "
         "options",
         config_.arch);
-  if (par_.Split() && (options.taps || !so.Exact()))
+  if (par_.Split() && (options.taps || !so.RunsSplit()))
     return UnsupportedError("a model split over processes runs without activation taps or sparsity options");
   if (par_.pp_size() > 1 && options.hidden)
     return UnsupportedError("hidden states (embeddings) are not returned under --pipeline-parallel");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/kernels.h"
+#include "model/parallel.h"
 
 namespace ferry {
 
@@ -120,7 +121,8 @@ enum ByteSlot : int { kKept };
 }  // namespace
 
 StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src, const ModelConfig& cfg,
-                                               int32_t layer, bool repack, ThreadPool* pack_pool) {
+                                               int32_t layer, bool repack, ThreadPool* pack_pool,
+                                               const ExpertSplit& split) {
   auto m = std::make_unique<MoeFfn>();
   m->n_expert_ = cfg.n_expert;
   m->k_ = cfg.n_expert_used;
@@ -200,6 +202,7 @@ StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src,
       kernels::DequantizeRow(g->dtype, g->data, m->shared_gate_.data(), dim);
     }
   }
+  if (split.size > 1) FERRY_RETURN_IF_ERROR(m->Split(src, layer, split));
   for (ExpertMatrix Expert::*proj : {&Expert::gate, &Expert::up, &Expert::down}) {
     std::vector<ExpertMatrix*> mats;
     for (Expert& e : m->experts_) mats.push_back(&(e.*proj));
@@ -207,6 +210,66 @@ StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const formats::WeightSource& src,
     if (m->shared_ffn_ > 0) PackExperts({&(m->shared_.*proj)}, repack, pack_pool);
   }
   return m;
+}
+
+Status MoeFfn::Split(const formats::WeightSource& src, int32_t layer, const ExpertSplit& split) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  // One projection's rows [r0, r0 + n) of every matrix: views into the same bytes.
+  auto rows = [](ExpertMatrix& w, int64_t r0, int64_t n) {
+    const size_t row = RowBytes(w.type, w.n_in);
+    w.data = static_cast<const uint8_t*>(w.data) + row * static_cast<size_t>(r0);
+    w.n_out = n;
+    w.bytes = row * static_cast<size_t>(n);
+  };
+  // Columns [c0, c0 + n) of each of `mats` (a layer's experts, or the shared one), copied into
+  // one buffer so that the experts stay together in memory.
+  auto columns = [&](const std::vector<ExpertMatrix*>& mats, int64_t c0, int64_t n,
+                     const std::string& name) -> Status {
+    size_t total = 0;
+    for (const ExpertMatrix* w : mats) {
+      FERRY_RETURN_IF_ERROR(CheckColumnSlice(w->type, w->n_in, c0, n, src.path() + ": " + name));
+      total += RowBytes(w->type, n) * static_cast<size_t>(w->n_out);
+    }
+    auto buf = std::make_shared<AlignedBuffer>(total);  // [mats, n_out, n columns]
+    uint8_t* at = buf->as<uint8_t>();
+    for (ExpertMatrix* w : mats) {
+      CopyColumns(w->data, w->type, w->n_out, w->n_in, c0, n, at);
+      w->data = at;
+      w->n_in = n;
+      w->bytes = RowBytes(w->type, n) * static_cast<size_t>(w->n_out);
+      at += w->bytes;
+    }
+    slices_.push_back(std::move(buf));
+    return Status::Ok();
+  };
+  auto share = [&](int64_t width, const char* what) -> StatusOr<int64_t> {
+    if (width % split.size != 0)
+      return InvalidArgumentError(
+          "'{}': --tensor-parallel {}: the {} width {} of layer {} does not divide by it", src.path(),
+          split.size, what, width, layer);
+    return width / split.size;
+  };
+  FERRY_ASSIGN_OR_RETURN(const int64_t n, share(ffn_, "experts'"));
+  const int64_t f0 = split.rank * n;
+  std::vector<ExpertMatrix*> downs;
+  for (Expert& e : experts_) {
+    rows(e.gate, f0, n);
+    rows(e.up, f0, n);
+    downs.push_back(&e.down);
+    if (e.gate_bias) e.gate_bias += f0;
+    if (e.up_bias) e.up_bias += f0;
+    if (split.rank != 0) e.down_bias = nullptr;
+  }
+  FERRY_RETURN_IF_ERROR(columns(downs, f0, n, p + "ffn_down_exps.weight"));
+  ffn_ = static_cast<int32_t>(n);
+  if (shared_ffn_ > 0) {
+    FERRY_ASSIGN_OR_RETURN(const int64_t sn, share(shared_ffn_, "shared expert's"));
+    rows(shared_.gate, split.rank * sn, sn);
+    rows(shared_.up, split.rank * sn, sn);
+    FERRY_RETURN_IF_ERROR(columns({&shared_.down}, split.rank * sn, sn, p + "ffn_down_shexp.weight"));
+    shared_ffn_ = static_cast<int32_t>(sn);
+  }
+  return Status::Ok();
 }
 
 size_t MoeFfn::TotalBytes() const {

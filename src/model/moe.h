@@ -50,14 +50,23 @@ TokenRoute RouteToken(const float* logits, int32_t n_expert, int32_t k, bool nor
 // factor <= 0 means unlimited (returns INT64_MAX).
 int64_t ExpertCapacity(int32_t k, double factor, int64_t n_tokens, int32_t n_expert);
 
+// A tensor-parallel rank's share of every expert (Megatron, as the dense FFN): gate/up rows and
+// down columns [rank * ffn / size, (rank + 1) * ffn / size), the same for the shared expert; the
+// router is whole on every rank, so all ranks route alike. The down biases are added on rank 0
+// only (the ranks' outputs are partial sums, reduced after the FFN).
+struct ExpertSplit {
+  int rank = 0, size = 1;
+};
+
 class MoeFfn {
  public:
   // Reads layer `layer`'s router (blk.L.ffn_gate_inp, with its .bias when present), experts (3-D
   // blk.L.ffn_{gate,up,down}_exps with their 2-D .bias when present, or Mixtral's older per-expert
   // blk.L.ffn_{gate,up,down}.E) and, when the config has one, the shared expert
-  // (ffn_{gate,up,down}_shexp + its sigmoid gate ffn_gate_inp_shexp).
+  // (ffn_{gate,up,down}_shexp + its sigmoid gate ffn_gate_inp_shexp); keeps `split`'s share.
   static StatusOr<std::unique_ptr<MoeFfn>> Load(const formats::WeightSource& src, const ModelConfig& cfg,
-                                                int32_t layer, bool repack, ThreadPool* pack_pool);
+                                                int32_t layer, bool repack, ThreadPool* pack_pool,
+                                                const ExpertSplit& split = {});
 
   // out: [n, dim] = MoE(xn: [n, dim]). capacity_factor as SparsityOptions::moe_capacity_factor.
   // Adds per-expert load and drops to `stats` when non-null. Without dropping, each token's
@@ -77,6 +86,9 @@ class MoeFfn {
     // gpt-oss's biases, added after each projection: [ffn], [ffn], [dim]; null: none.
     const float *gate_bias = nullptr, *up_bias = nullptr, *down_bias = nullptr;
   };
+  // Keeps `split`'s rows of gate/up and columns of down of every expert and the shared one
+  // (down columns copied into slices_); the names are for errors.
+  Status Split(const formats::WeightSource& src, int32_t layer, const ExpertSplit& split);
   // out: [m, dim] = down(act(gate x) * up x) for x: [m, dim]; act SiLU, or gpt-oss's clamped
   // SwiGLU (swiglu_oai_).
   void RunExpert(const Expert& e, const float* x, int64_t m, float* out, Scratch& scratch,
@@ -93,6 +105,8 @@ class MoeFfn {
   std::vector<Expert> experts_;     // [n_expert]
   Expert shared_;                   // [shared_ffn, dim] ... (absent when shared_ffn_ == 0)
   std::vector<float> shared_gate_;  // [dim] sigmoid gate of the shared expert (may be empty)
+  // Split: the down projections' column slices ([n_expert, dim, ffn / size] each buffer).
+  std::vector<std::shared_ptr<AlignedBuffer>> slices_;
 };
 
 }  // namespace ferry

@@ -8,9 +8,6 @@ namespace ferry {
 
 StatusOr<TensorShard> PlanTensorShard(const ModelConfig& c, int rank, int size) {
   if (size <= 1) return TensorShard{0, c.n_heads, 0, c.n_kv_heads, 0, c.ffn_dim, 0, c.n_vocab};
-  if (c.IsMoe())
-    return UnsupportedError("--tensor-parallel {}: mixture-of-experts models ({}) cannot be split yet", size,
-                            c.arch);
   if (c.n_heads % size != 0)
     return InvalidArgumentError("--tensor-parallel {}: the model's {} attention heads do not divide by it",
                                 size, c.n_heads);
@@ -60,23 +57,33 @@ Linear SliceRows(const Linear& w, int64_t row0, int64_t n) {
   return out;
 }
 
-StatusOr<Linear> SliceColumns(const Linear& w, int64_t col0, int64_t n, const std::string& name,
-                              std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
-  if (IsFerryInt4(w.type))
+Status CheckColumnSlice(DType type, int64_t n_in, int64_t col0, int64_t n, const std::string& name) {
+  if (IsFerryInt4(type))
     return UnsupportedError("tensor '{}' ({}): Ferry's int4 groups cannot be split by columns yet", name,
-                            DTypeName(w.type));
-  const int64_t block = Traits(w.type).block_size;
+                            DTypeName(type));
+  const int64_t block = Traits(type).block_size;
   if (col0 % block != 0 || n % block != 0)
     return InvalidArgumentError(
         "tensor '{}' ({}, blocks of {}): its columns [{}, {}) for this rank cut a quantization block; use a "
         "tensor-parallel size that splits {} columns into multiples of {}, or a file of another type",
-        name, DTypeName(w.type), block, col0, col0 + n, w.n_in, block);
-  const size_t src_row = RowBytes(w.type, w.n_in), dst_row = RowBytes(w.type, n),
-               skip = RowBytes(w.type, col0);
+        name, DTypeName(type), block, col0, col0 + n, n_in, block);
+  return Status::Ok();
+}
+
+void CopyColumns(const void* src, DType type, int64_t n_out, int64_t n_in, int64_t col0, int64_t n,
+                 uint8_t* dst) {
+  const size_t src_row = RowBytes(type, n_in), dst_row = RowBytes(type, n), skip = RowBytes(type, col0);
+  for (int64_t r = 0; r < n_out; ++r)
+    std::memcpy(dst + dst_row * static_cast<size_t>(r),
+                static_cast<const uint8_t*>(src) + src_row * static_cast<size_t>(r) + skip, dst_row);
+}
+
+StatusOr<Linear> SliceColumns(const Linear& w, int64_t col0, int64_t n, const std::string& name,
+                              std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+  FERRY_RETURN_IF_ERROR(CheckColumnSlice(w.type, w.n_in, col0, n, name));
+  const size_t dst_row = RowBytes(w.type, n);
   auto buf = std::make_shared<AlignedBuffer>(dst_row * static_cast<size_t>(w.n_out));  // [n_out, n cols]
-  for (int64_t r = 0; r < w.n_out; ++r)
-    std::memcpy(static_cast<uint8_t*>(buf->data()) + dst_row * static_cast<size_t>(r),
-                static_cast<const uint8_t*>(w.data) + src_row * static_cast<size_t>(r) + skip, dst_row);
+  CopyColumns(w.data, w.type, w.n_out, w.n_in, col0, n, buf->as<uint8_t>());
   Linear out = w;
   out.data = buf->data();
   out.n_in = n;

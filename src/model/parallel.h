@@ -48,6 +48,12 @@ Linear SliceRows(const Linear& w, int64_t row0, int64_t n);
 // Columns [col0, col0 + n) of every row of w: a copy, whose buffer is appended to `keep` (the
 // model holds it as long as the Linear). Refuses a range that cuts a quantization block (q8_0/
 // q4_0 are 32 wide, K-quants 256), naming the tensor.
+// The column copy behind SliceColumns, for any [n_out, n_in] matrix of `type` (MoE experts):
+// checks that [col0, col0 + n) cuts no quantization block (the error names `name`), then copies
+// those columns of every row into dst: [n_out, RowBytes(type, n)].
+Status CheckColumnSlice(DType type, int64_t n_in, int64_t col0, int64_t n, const std::string& name);
+void CopyColumns(const void* src, DType type, int64_t n_out, int64_t n_in, int64_t col0, int64_t n,
+                 uint8_t* dst);
 StatusOr<Linear> SliceColumns(const Linear& w, int64_t col0, int64_t n, const std::string& name,
                               std::vector<std::shared_ptr<AlignedBuffer>>& keep);
 

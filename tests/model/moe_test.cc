@@ -289,6 +289,49 @@ TEST(MoeLayer, PerExpertTensorsOfMixedTypesPack) {
   EXPECT_EQ(a, b);
 }
 
+// A tensor-parallel split of a layer (ExpertSplit): each rank's output is a partial sum, and
+// the ranks' outputs add up to the whole layer's, to rounding (the down projections' columns
+// are summed in two parts); every rank drops the same assignments under a capacity factor.
+TEST(MoeSplit, RanksOutputsSumToTheWholeLayer) {
+  for (const char* preset : {"moe-tiny", "qwen2moe-tiny", "qwen3moe-tiny", "gpt-oss-tiny"})
+    for (DType type : {DType::kF32, DType::kQ8_0})
+      for (double capacity : {0.0, 1.0}) {
+        SCOPED_TRACE(std::string(preset) + " " + DTypeName(type) + " capacity " + std::to_string(capacity));
+        Scratch scratch;
+        MoeFixture f = Make(preset, type);
+        ThreadPool pool(2);
+        auto whole = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool);
+        ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+        const int64_t n = 19, dim = f.cfg.dim;
+        auto x = RandomRows(n, dim, 5);
+        std::vector<float> want(static_cast<size_t>(n * dim)), sum(static_cast<size_t>(n * dim), 0.0f);
+        SparsityStats one;
+        (*whole)->Forward(x.data(), n, want.data(), capacity, &one, scratch, &pool);
+        for (int rank = 0; rank < 2; ++rank) {
+          auto part = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool, ExpertSplit{rank, 2});
+          ASSERT_TRUE(part.ok()) << part.status().ToString();
+          EXPECT_LT((*part)->TotalBytes(), (*whole)->TotalBytes() * 6 / 10);  // the router stays whole
+          std::vector<float> out(static_cast<size_t>(n * dim));
+          SparsityStats stats;
+          (*part)->Forward(x.data(), n, out.data(), capacity, &stats, scratch, &pool);
+          EXPECT_EQ(stats.moe_dropped, one.moe_dropped);
+          for (size_t i = 0; i < out.size(); ++i) sum[i] += out[i];
+        }
+        ExpectClose(sum, want, 1e-5);
+      }
+  // Widths that do not divide, and column ranges that cut a q8_0 block, are errors naming them.
+  ThreadPool pool(1);
+  MoeFixture f = Make("moe-tiny", DType::kQ8_0);  // experts 128 wide
+  auto three = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool, ExpertSplit{0, 3});
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("experts' width 128 of layer 0 does not divide"), std::string::npos)
+      << three.status().message();
+  auto eight = MoeFfn::Load(*f.src, f.cfg, 0, true, &pool, ExpertSplit{1, 8});  // 16 columns each
+  ASSERT_FALSE(eight.ok());
+  EXPECT_NE(eight.status().message().find("cut a quantization block"), std::string::npos)
+      << eight.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, MoeLayerTest, ::testing::Values("moe-tiny", "qwen2moe-tiny"),
                          [](const auto& info) { return info.param == "moe-tiny" ? "Mixtral" : "Qwen2Moe"; });
 
