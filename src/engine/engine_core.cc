@@ -171,10 +171,6 @@ Status EngineCore::Validate(const std::vector<int32_t>& prompt, const RequestOpt
     if (t < 0 || t >= n_vocab)
       return InvalidArgumentError("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (!options.stop.empty() && !tok_) return InvalidArgumentError("stop strings need a tokenizer");
-  if (options.pooling != Pooling::kNone && model_->pipeline_stages() > 1)
-    return UnsupportedError(
-        "embeddings are not computed over --pipeline-parallel stages (the last stage's hidden states "
-        "do not travel back); split the model with --tensor-parallel to serve embeddings");
   if (options.pooling != Pooling::kNone && !model_->WritesHidden())
     return UnsupportedError("embeddings are not supported for the {} architecture (no hidden states)",
                             model_->config().arch);

@@ -265,6 +265,12 @@ class LlamaModel final : public Model {
   // pairs, scattered on arrival (the rest -inf). Bytes sent are added to *sent_bytes.
   Status BroadcastLogits(ForwardScratch& s, int64_t n_out, const int32_t* top_k, float* logits,
                          uint64_t* sent_bytes) const;
+  // Pipeline: the last stage sends every stage the final hidden states hidden: [n, dim]
+  // (embeddings), after the logits.
+  Status BroadcastHidden(int64_t n, float* hidden) const {
+    return par_.pp->Broadcast(hidden, static_cast<size_t>(n * config_.dim) * sizeof(float),
+                              par_.pp_size() - 1);
+  }
   // The element-wise end of the head on rows [n_rows, width]: granite's logit scale, gemma's
   // soft cap (before any shard picks its largest logits, so that they are the final values).
   void FinishLogits(float* rows, int64_t n_rows, int64_t width) const;
@@ -533,8 +539,6 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
         config_.arch);
   if (par_.Split() && (options.taps || !so.RunsSplit()))
     return UnsupportedError("a model split over processes runs without activation taps or sparsity options");
-  if (par_.pp_size() > 1 && options.hidden)
-    return UnsupportedError("hidden states (embeddings) are not returned under --pipeline-parallel");
   return Status::Ok();
 }
 
@@ -922,6 +926,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
       if (b.want_logits[static_cast<size_t>(i)]) top_k[n_logits++] = b.LogitsTopK(static_cast<size_t>(i));
     if (n_logits > 0 && !options.defer_stage_logits)
       FERRY_RETURN_IF_ERROR(BroadcastLogits(s, n_logits, top_k, logits, options.logits_gathered_bytes));
+    if (options.hidden) FERRY_RETURN_IF_ERROR(BroadcastHidden(n, options.hidden));
     kv.EndForward(b);
     return Status::Ok();
   }
@@ -943,6 +948,7 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
   if (n_out > 0) FERRY_RETURN_IF_ERROR(Head(p, xn, n_out, top_k, logits, options.logits_gathered_bytes));
   if (n_out > 0 && n_stages > 1 && !options.defer_stage_logits)
     FERRY_RETURN_IF_ERROR(BroadcastLogits(s, n_out, top_k, logits, options.logits_gathered_bytes));
+  if (options.hidden && n_stages > 1) FERRY_RETURN_IF_ERROR(BroadcastHidden(n, options.hidden));
   kv.EndForward(b);
   return Status::Ok();
 }

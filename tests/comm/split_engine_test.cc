@@ -323,27 +323,29 @@ TEST_F(SplitEngineTest, WhatOnlyRankZeroWouldKnowIsRefused) {
       << core.status().message();
 }
 
-TEST_F(SplitEngineTest, EmbeddingsOverPipelineStagesAreRefusedUpFront) {
-  // The hidden states stay on the last stage: an embedding request is an error when it comes
-  // in, not a failed step that would end the job.
-  EngineConfig c = Config();
-  if (!Leader()) {
-    Status st = RunFollower(*split_->model, *g_groups->world, c.threads);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return;
+// Embedding requests beside generating ones: the hidden states come from the last stage
+// (broadcast back after the logits) and from every tensor rank alike; the pooled vectors equal
+// one process's to rounding and the generations token for token.
+TEST_F(SplitEngineTest, EmbeddingsBesideGenerationsEqualOneProcess) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestOptions> opts;
+  for (Pooling pooling : {Pooling::kMean, Pooling::kLast, Pooling::kCls}) {
+    prompts.push_back(testing::TestPrompt(30 + 11 * static_cast<int>(prompts.size()), 20));
+    opts.emplace_back().pooling = pooling;
   }
-  c.followers = g_groups->world.get();
-  auto core = EngineCore::Create(*split_->model, &*split_->tokenizer, c);
-  ASSERT_TRUE(core.ok()) << core.status().ToString();
-  RequestOptions o = testing::GreedyOptions(1);
-  o.pooling = Pooling::kMean;
-  const Status st = (*core)->Validate(testing::TestPrompt(8, 1), o);
-  if (g_pp == 1) {
-    EXPECT_TRUE(st.ok()) << st.ToString();
-  } else {
-    ASSERT_FALSE(st.ok());
-    EXPECT_NE(st.message().find("not computed over --pipeline-parallel stages"), std::string::npos)
-        << st.message();
+  prompts.push_back(testing::TestPrompt(40, 21));
+  opts.push_back(testing::GreedyOptions(6));
+  prompts.push_back(testing::TestPrompt(9, 22));
+  opts.push_back(testing::GreedyOptions(9));
+  auto [whole, split] = RunBoth(Config(), prompts, opts);
+  if (!Leader()) return;
+  EXPECT_EQ(split.tokens, whole.tokens);
+  ASSERT_EQ(whole.embeddings.size(), 3u);
+  ASSERT_EQ(split.embeddings.size(), 3u);
+  for (const auto& [id, want] : whole.embeddings) {
+    const std::vector<float>& got = split.embeddings.at(id);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t d = 0; d < want.size(); ++d) EXPECT_NEAR(got[d], want[d], 1e-5) << id << " " << d;
   }
 }
 

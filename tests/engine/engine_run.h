@@ -19,6 +19,7 @@ struct EngineRun {
   std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;       // of finished branches
   std::map<std::pair<RequestId, int32_t>, std::string> finish_reason;   // of finished branches
   std::map<std::pair<RequestId, int32_t>, std::vector<TokenLogprobs>> logprobs;  // with options.logprobs
+  std::map<RequestId, std::vector<float>> embeddings;  // of finished embedding requests
   EngineStats stats;
   SparsityStats sparsity;     // what the engine's sparsity options skipped
   int requests_finished = 0;  // outputs with request_finished
@@ -38,6 +39,7 @@ inline void StepUntilIdle(EngineCore& core, EngineRun& run) {
       if (o.finished) {
         run.metrics[{o.id, o.branch}] = o.metrics;
         run.finish_reason[{o.id, o.branch}] = o.finish_reason;
+        if (!o.embedding.empty()) run.embeddings[o.id] = o.embedding;
       }
       run.requests_finished += o.request_finished ? 1 : 0;
     }
