@@ -57,7 +57,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
           "--pipeline-parallel): evictions "
           "would have to reach every rank's KV shard",
           KvPolicyName(budget->policy));
-    if (config.sparsity && !config.sparsity->RunsSplit())
+    if (config.sparsity && !config.sparsity->OnlyMoeCapacity())
       return UnsupportedError(
           "sparsity options are not supported over split ranks (--tensor-parallel, --pipeline-parallel)");
     if (config.prefix_tiers.enabled())

@@ -116,15 +116,33 @@ Status LoadMla(const WeightReader& r, const formats::WeightSource& src, const Mo
   return Status::Ok();
 }
 
+// MLA's share: the rank's query heads (q_b rows, W_UK^T / W_UV of those heads, W_o's columns
+// of their values); the latent projection (kv_a) and its norm stay whole, so every rank
+// computes and caches the same latent rows, as a replicated KV head.
+void ShardMlaAttention(LayerWeights& w, const TensorShard& s, const ModelConfig& c) {
+  Linear& q = w.wq_b.data ? w.wq_b : w.wq;  // [n_heads mla_k_dim, q_lora or dim]
+  q = SliceRows(q, s.q_head0 * c.mla_k_dim, s.n_q * c.mla_k_dim);
+  auto heads = [&](std::vector<Linear>& v) {
+    v = std::vector<Linear>(v.begin() + s.q_head0, v.begin() + s.q_head0 + s.n_q);
+  };
+  heads(w.wk_b);
+  heads(w.wv_b);
+}
+
 // Keeps this tensor rank's share of a dense layer (model/parallel.h): q/k/v and gate/up by
 // output rows (views), W_o and down by input columns (copies), biases by rows. Before packing.
-Status ShardLayer(LayerWeights& w, const TensorShard& s, int64_t hd, const std::string& prefix,
+Status ShardLayer(LayerWeights& w, const TensorShard& s, const ModelConfig& c, const std::string& prefix,
                   std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
-  w.wq = SliceRows(w.wq, s.q_head0 * hd, s.n_q * hd);
-  w.wk = SliceRows(w.wk, s.kv_head0 * hd, s.n_kv * hd);
-  w.wv = SliceRows(w.wv, s.kv_head0 * hd, s.n_kv * hd);
+  const int64_t hd = c.head_dim, vd = c.IsMla() ? c.mla_v_dim : c.head_dim;  // W_o's columns per head
+  if (c.IsMla()) {
+    ShardMlaAttention(w, s, c);
+  } else {
+    w.wq = SliceRows(w.wq, s.q_head0 * hd, s.n_q * hd);
+    w.wk = SliceRows(w.wk, s.kv_head0 * hd, s.n_kv * hd);
+    w.wv = SliceRows(w.wv, s.kv_head0 * hd, s.n_kv * hd);
+  }
   FERRY_ASSIGN_OR_RETURN(w.wo,
-                         SliceColumns(w.wo, s.q_head0 * hd, s.n_q * hd, prefix + "attn_output.weight", keep));
+                         SliceColumns(w.wo, s.q_head0 * vd, s.n_q * vd, prefix + "attn_output.weight", keep));
   if (!w.moe) {  // MoE layers split their experts as they load (MoeFfn::Load)
     w.w_gate = SliceRows(w.w_gate, s.ffn0, s.n_ffn);
     w.w_up = SliceRows(w.w_up, s.ffn0, s.n_ffn);
@@ -306,18 +324,18 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   m->sparsity_ = options.sparsity;
   const ParallelLayout& par = options.parallel;
   m->par_ = par;
-  if (par.Split() && !options.sparsity.RunsSplit())
+  if (par.Split() && !options.sparsity.OnlyMoeCapacity())
     return UnsupportedError(
         "sparsity options cannot be combined with --tensor-parallel / --pipeline-parallel");
   // Each rank holds some heads; a norm over the whole projection would need a reduction first.
   if (par.tp_size() > 1 && cfg.qk_norm_whole)
     return UnsupportedError("'{}': --tensor-parallel is not supported for {} (its q/k norm spans all heads)",
                             src.path(), cfg.arch);
-  // MLA's latent row is shared by all heads; deepseek2 runs exact and whole on each stage.
-  if (cfg.IsMla() && (par.tp_size() > 1 || !options.sparsity.Exact()))
-    return UnsupportedError(
-        "'{}': {} (multi-head latent attention) runs without --tensor-parallel and sparsity options",
-        src.path(), cfg.arch);
+  // MLA's latent row is shared by all heads (split by heads, the latent replicated); deepseek2
+  // runs exact.
+  if (cfg.IsMla() && !options.sparsity.OnlyMoeCapacity())
+    return UnsupportedError("'{}': {} (multi-head latent attention) runs without sparsity options",
+                            src.path(), cfg.arch);
   if (par.pp_size() > cfg.n_layers)
     return InvalidArgumentError("--pipeline-parallel {}: the model has only {} layers", par.pp_size(),
                                 cfg.n_layers);
@@ -396,7 +414,7 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
       FERRY_ASSIGN_OR_RETURN(w.q_norm, r.Vector(p + "attn_q_norm.weight", qn));
       FERRY_ASSIGN_OR_RETURN(w.k_norm, r.Vector(p + "attn_k_norm.weight", kn));
     }
-    if (par.tp_size() > 1) FERRY_RETURN_IF_ERROR(ShardLayer(w, m->shard_, cfg.head_dim, p, m->slices_));
+    if (par.tp_size() > 1) FERRY_RETURN_IF_ERROR(ShardLayer(w, m->shard_, cfg, p, m->slices_));
     std::vector<Linear*> lins = {&w.wq,   &w.wk,     &w.wv,   &w.wo,   &w.w_gate,
                                  &w.w_up, &w.w_down, &w.wq_a, &w.wq_b, &w.wkv_a};
     for (Linear& h : w.wk_b) lins.push_back(&h);
@@ -531,13 +549,13 @@ Status LlamaModel::CheckRunOptions(const ForwardOptions& options, const Sparsity
         "sparse attention (head pruning, value skipping, progressive scores) is not supported for {} "
         "(sliding-window / soft-capped attention)",
         config_.arch);
-  if (config_.IsMla() && (options.taps || !so.Exact()))
+  if (config_.IsMla() && (options.taps || !so.OnlyMoeCapacity()))
     return UnsupportedError(
         "{} (multi-head latent attention) runs without activation taps (quantization calibration) or "
         "sparsity "
         "options",
         config_.arch);
-  if (par_.Split() && (options.taps || !so.RunsSplit()))
+  if (par_.Split() && (options.taps || !so.OnlyMoeCapacity()))
     return UnsupportedError("a model split over processes runs without activation taps or sparsity options");
   return Status::Ok();
 }

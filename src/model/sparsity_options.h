@@ -59,11 +59,11 @@ struct SparsityOptions {
     return UsesHeadPruning() || attn_skip_threshold > 0 || attn_progressive;
   }
   bool UsesFfnSparsity() const { return ffn_sparsity > 0 || !ffn_predictor.empty(); }
-  bool Exact() const { return moe_capacity_factor <= 0 && RunsSplit(); }
-  // Whether a model split over ranks can run with these: everything but the MoE capacity
-  // factor decides per rank what the other ranks' shards would also need (the capacity drops
-  // follow the routing, which every rank computes whole and alike).
-  bool RunsSplit() const { return !UsesKvBudget() && !UsesSparseAttention() && !UsesFfnSparsity(); }
+  bool Exact() const { return moe_capacity_factor <= 0 && OnlyMoeCapacity(); }
+  // Nothing set but (maybe) the MoE capacity factor, which changes only the expert FFN: what a
+  // model split over ranks and MLA attention run with (the drops follow the routing, which
+  // every rank computes whole and alike; the other options act on attention, KV or dense FFNs).
+  bool OnlyMoeCapacity() const { return !UsesKvBudget() && !UsesSparseAttention() && !UsesFfnSparsity(); }
 };
 
 struct SparsityStats {

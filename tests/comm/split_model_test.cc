@@ -270,7 +270,9 @@ TEST(SplitModel, EachRankHoldsItsShareOfTheWeightsAndKvHeads) {
 // Mixture-of-experts models split like the dense FFN, expert by expert (gate/up rows, down
 // columns), with the router whole on every rank so that all ranks route alike: Mixtral-style,
 // qwen2moe (gated shared expert, attention biases), qwen3moe (per-head q/k norms) and gpt-oss
-// (expert and W_o biases, attention sinks per head, sliding layers), with and without a
+// (expert and W_o biases, attention sinks per head, sliding layers) and deepseek2 (MLA split by
+// query heads over a replicated latent cache; a dense first layer; shared experts, scaled
+// weights), with and without a
 // capacity factor (the drops follow the routing, the same on every rank). f32 weights, so that
 // the tolerance is the dense one: with q8_0 weights a split's last-bit difference sometimes moves
 // an activation across a quantization step, which random weights amplify to ~1e-2 (moe_test's
@@ -278,7 +280,8 @@ TEST(SplitModel, EachRankHoldsItsShareOfTheWeightsAndKvHeads) {
 TEST(SplitModel, MixtureOfExpertsModelsMatchOneProcess) {
   const int rank = g_groups->world->rank();
   ThreadPool pool(1);
-  for (const char* preset : {"moe-tiny", "qwen2moe-tiny", "qwen3moe-tiny", "gpt-oss-tiny"}) {
+  for (const char* preset :
+       {"moe-tiny", "qwen2moe-tiny", "qwen3moe-tiny", "gpt-oss-tiny", "deepseek2-tiny"}) {
     SCOPED_TRACE(preset);
     // Each rank writes its own copy (same seed: same bytes).
     const std::string path =
