@@ -78,6 +78,9 @@ const std::vector<ModelPreset> kPresets = {
     // YaRN factor 32 from 4096.
     {"gpt-oss-20b", "gpt-oss", 201088, 2880, 24,   64,   8, 2880, 131072, 150000.0f, false, 32, 4, 0, 64,
      128,           0.0f,      0.0f,   0,    4096, 32.0f},
+    // Qwen/Qwen3-30B-A3B: 48 layers, 32 heads of 128 (4 KV), 128 experts top-8 of 768, no shared
+    // expert, untied (about 17 GB at q4_0).
+    {"qwen3moe-30b-a3b", "qwen3moe", 151936, 2048, 48, 32, 4, 768, 40960, 1000000.0f, false, 128, 8, 0, 128},
     // clang-format off
     // deepseek-ai/DeepSeek-V2-Lite: 27 layers (1 dense of 10944), 16 heads, latent 512 + 64 rotated,
     // no q bottleneck, 128 + 64 query/key and 128 value dims per head, 64 experts top-6 of 1408 plus

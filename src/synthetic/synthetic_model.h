@@ -51,9 +51,9 @@ struct ModelPreset {
 // New architectures (docs/architectures.md): "qwen3-tiny", "qwen3moe-tiny", "granite-tiny", "smollm3-tiny",
 // "olmo2-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "gpt-oss-tiny", "deepseek2-tiny" and the real
 // shapes "qwen3-0.6b", "granite-3-2b", "smollm3-3b", "olmo2-1b", "gemma2-2b", "gemma3-1b", "phi4-mini",
-// "gpt-oss-20b", "deepseek-v2-lite". "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64), "smollm-135m",
-// "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts, top-2),
-// "qwen2moe-tiny" (8 experts, top-4, shared expert, unnormalized weights), "mixtral-mini" (Mixtral's
+// "gpt-oss-20b", "deepseek-v2-lite", "qwen3moe-30b-a3b". "tiny", "tiny-qwen2", "tiny-hd64" (head_dim 64),
+// "smollm-135m", "tinyllama-1.1b", "smollm-draft" (smollm-135m's vocabulary); MoE: "moe-tiny" (8 experts,
+// top-2), "qwen2moe-tiny" (8 experts, top-4, shared expert, unnormalized weights), "mixtral-mini" (Mixtral's
 // proportions at 1/4 width: 8 experts top-2) and "mixtral-mini-dense" (its dense twin with the same total
 // parameters: one FFN as wide as all 8 experts).
 const std::vector<ModelPreset>& ModelPresets();
