@@ -936,18 +936,15 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                 l + 1 < stage_.last ? &layers_[static_cast<size_t>(l) + 1].attn_norm : nullptr, xn);
   }
 
-  int32_t* top_k = p.s.layer.Ints(kRowTopK, n);  // [n_out] what each logits row needs
   if (pp + 1 < n_stages) {  // hand the stream on; the last stage sends back the logits
     FERRY_RETURN_IF_ERROR(par_.pp->Send(x, static_cast<size_t>(n * dim) * sizeof(float), pp + 1, kHiddenTag));
-    int64_t n_logits = 0;
-    for (int64_t i = 0; i < n; ++i)
-      if (b.want_logits[static_cast<size_t>(i)]) top_k[n_logits++] = b.LogitsTopK(static_cast<size_t>(i));
-    if (n_logits > 0 && !options.defer_stage_logits)
-      FERRY_RETURN_IF_ERROR(BroadcastLogits(s, n_logits, top_k, logits, options.logits_gathered_bytes));
+    if (!options.defer_stage_logits)
+      FERRY_RETURN_IF_ERROR(ShareStageLogits(b, logits, &s, options.logits_gathered_bytes));
     if (options.hidden) FERRY_RETURN_IF_ERROR(BroadcastHidden(n, options.hidden));
     kv.EndForward(b);
     return Status::Ok();
   }
+  int32_t* top_k = p.s.layer.Ints(kRowTopK, n);  // [n_out] what each logits row needs
   // Final norm for every token when the hidden states are asked for (embeddings), else only
   // for the tokens whose logits are wanted; the head only for the latter.
   if (options.hidden)
