@@ -60,11 +60,6 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
     if (config.sparsity && !config.sparsity->OnlyMoeCapacity())
       return UnsupportedError(
           "sparsity options are not supported over split ranks (--tensor-parallel, --pipeline-parallel)");
-    if (config.prefix_tiers.enabled())
-      return UnsupportedError(
-          "--prefix-cache-ram/--prefix-cache-dir are not supported over split ranks (--tensor-parallel, "
-          "--pipeline-parallel): a "
-          "tier holds rank 0's KV shard only");
     if (!(config.follower_heartbeat_s > 0))
       return InvalidArgumentError("the follower heartbeat must be positive seconds (got {})",
                                   config.follower_heartbeat_s);
@@ -110,26 +105,39 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
   e->pool_ = std::make_unique<ThreadPool>(config.threads);
   e->kv_ = std::make_unique<kv::KvCacheManager>(
       kv::KvCacheConfig{static_cast<int32_t>(num_blocks), config.block_size, prefix_caching, group_windows});
+  if (leads) {  // the followers allocate their shards now: the tiers' probe and block transfers need them
+    e->leader_ = std::make_unique<StepLeader>(*config.followers, config.follower_heartbeat_s);
+    FERRY_RETURN_IF_ERROR(e->leader_->Start(
+        FollowerCacheShape{static_cast<int32_t>(num_blocks), config.block_size, sc.max_num_seqs,
+                           sc.max_seq_len, kv_types, num_groups, model_layers_per_group},
+        e->cache_->BlockContentBytes()));
+  }
   if (config.prefix_tiers.enabled()) {
     if (!prefix_caching)
       return InvalidArgumentError(
           "--prefix-cache-ram/--prefix-cache-dir keep prefix-cache blocks: they need prefix caching (drop "
           "--no-prefix-caching{})",
           budget ? " and --kv-policy" : "");
+    // Over split ranks the tiers keep whole blocks on rank 0: every rank's share, rank 0's first.
+    if (leads) {
+      e->block_content_ = std::make_unique<SplitBlockContent>(*e->cache_, *e->leader_);
+    } else {
+      e->block_content_ = std::make_unique<PagedBlockContent>(*e->cache_);
+    }
+    const size_t block_bytes = e->block_content_->BlockBytes();
     kv::PrefixTierConfig tc = config.prefix_tiers;
-    tc.fingerprint = PrefixTierFingerprint(tc.fingerprint, mc, kv_types, config.block_size,
-                                           e->cache_->BlockContentBytes());
+    tc.fingerprint = PrefixTierFingerprint(tc.fingerprint, mc, kv_types, config.block_size, block_bytes,
+                                           leads ? config.followers->size() : 1, model.pipeline_stages());
     FERRY_ASSIGN_OR_RETURN(e->tiers_, kv::TieredBlockStore::Create(tc));
-    e->block_content_ = std::make_unique<PagedBlockContent>(*e->cache_);
     e->kv_->AttachTiers(e->tiers_.get(), e->block_content_.get());
-    const size_t block_bytes = e->cache_->BlockContentBytes();
     Log(LogLevel::kInfo, "prefix cache tiers: RAM {} MiB ({} blocks of {} KiB){}", tc.ram_bytes >> 20,
         tc.ram_bytes / block_bytes, block_bytes >> 10,
         tc.disk_dir.empty() ? std::string()
                             : fmt::format(", disk {} ({} MiB at most)", tc.disk_dir, tc.disk_bytes >> 20));
     if (e->tiers_->has_disk() && tc.price_disk) {
       FERRY_ASSIGN_OR_RETURN(kv::DiskCostModel cost,
-                             MeasureDiskCost(model, *e->cache_, e->pool_.get(), tc.disk_dir, sc.max_seq_len));
+                             MeasureDiskCost(model, *e->cache_, e->pool_.get(), e->leader_.get(), block_bytes,
+                                             tc.disk_dir, sc.max_seq_len));
       e->tiers_->SetDiskCost(cost);
       Log(LogLevel::kInfo,
           "prefix cache disk tier {}: a block reads back in {:.1f} us, recomputes in {:.1f} us + {:.2f} us "
@@ -155,13 +163,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
                                              config.sparsity ? *config.sparsity : model.sparsity(), budget,
                                              config.micro_batches);
   e->output_ = std::make_unique<OutputProcessor>(tokenizer);
-  if (leads) {
-    e->leader_ = std::make_unique<StepLeader>(*config.followers, config.follower_heartbeat_s);
-    FERRY_RETURN_IF_ERROR(e->leader_->Start(
-        FollowerCacheShape{static_cast<int32_t>(num_blocks), config.block_size, sc.max_num_seqs,
-                           sc.max_seq_len, kv_types, num_groups, model_layers_per_group}));
-    e->runner_->LeadFollowers(e->leader_.get());
-  }
+  if (leads) e->runner_->LeadFollowers(e->leader_.get());
   return e;
 }
 

@@ -110,9 +110,9 @@ class EngineCore {
   Timer clock_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> cache_;
-  size_t kv_block_bytes_ = 0;                    // one block of one KV group's layers
-  std::unique_ptr<kv::TieredBlockStore> tiers_;  // before kv_, which holds pointers to both
-  std::unique_ptr<PagedBlockContent> block_content_;
+  size_t kv_block_bytes_ = 0;                        // one block of one KV group's layers
+  std::unique_ptr<kv::TieredBlockStore> tiers_;      // before kv_, which holds pointers to both
+  std::unique_ptr<kv::BlockContent> block_content_;  // over split ranks it reads through leader_
   std::unique_ptr<kv::KvCacheManager> kv_;
   spec::SpecConfig spec_config_;
   std::unique_ptr<spec::Proposer> proposer_;  // before scheduler_: requests hold draft-KV leases

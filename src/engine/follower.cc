@@ -16,7 +16,17 @@ enum MessageKind : int32_t {
   kStep = 2,
   kHeartbeat = 3,
   kStop = 4,
+  kReadBlock = 5,   // words: [block]; each follower sends its share of the block's bytes to rank 0
+  kWriteBlock = 6,  // words: [block]; rank 0 sends each follower its share to write
 };
+
+constexpr int kBlockTag = 41;  // the point-to-point messages that carry block bytes
+
+// After kStart: every rank's bytes of one KV block, so rank 0 knows each follower's share.
+Status GatherBlockBytes(comm::Communicator& world, uint64_t own, std::vector<uint64_t>* all) {
+  all->assign(static_cast<size_t>(world.size()), 0);
+  return world.AllGather(&own, sizeof(own), all->data());
+}
 
 struct Header {
   int32_t kind = kFollowerHeader;
@@ -44,9 +54,43 @@ StepLeader::~StepLeader() {
     Log(LogLevel::kWarn, "stopping the follower ranks failed: {}", st.ToString());
 }
 
-Status StepLeader::Start(const FollowerCacheShape& shape) {
+Status StepLeader::Start(const FollowerCacheShape& shape, uint64_t block_bytes) {
   EncodeCacheShape(shape, &words_);
-  return Send(kStart);
+  FERRY_RETURN_IF_ERROR(Send(kStart));
+  if (Status st = GatherBlockBytes(world_, block_bytes, &block_bytes_); !st.ok()) return Fail(std::move(st));
+  follower_block_bytes_ = 0;
+  for (size_t r = 1; r < block_bytes_.size(); ++r) follower_block_bytes_ += block_bytes_[r];
+  return Status::Ok();
+}
+
+Status StepLeader::ReadBlock(int32_t block, uint8_t* out) {
+  return TransferBlock(kReadBlock, block, [&](int rank, size_t n) {
+    const Status st = world_.Recv(out, n, rank, kBlockTag);
+    out += n;
+    return st;
+  });
+}
+
+Status StepLeader::WriteBlock(int32_t block, const uint8_t* in) {
+  return TransferBlock(kWriteBlock, block, [&](int rank, size_t n) {
+    const Status st = world_.Send(in, n, rank, kBlockTag);
+    in += n;
+    return st;
+  });
+}
+
+template <typename Transfer>
+Status StepLeader::TransferBlock(int32_t kind, int32_t block, Transfer&& transfer) {
+  words_.assign(1, block);
+  FERRY_RETURN_IF_ERROR(Send(kind));
+  for (size_t r = 1; r < block_bytes_.size(); ++r)
+    if (Status st = transfer(static_cast<int>(r), block_bytes_[r]); !st.ok()) return Fail(std::move(st));
+  return Status::Ok();
+}
+
+Status StepLeader::Fail(Status st) {
+  failed_ = true;
+  return st;
 }
 
 Status StepLeader::Step(const StepPlan& plan) {
@@ -64,9 +108,8 @@ Status StepLeader::Send(int32_t kind) {
   if (failed_) return IoError("the follower ranks are gone (an earlier message to them failed)");
   Header h{kind, static_cast<int32_t>(words_.size())};
   Status st = Exchange(world_, &h, &words_);
-  if (!st.ok()) failed_ = true;
   since_send_.Reset();
-  return st;
+  return st.ok() ? st : Fail(std::move(st));
 }
 
 Status RunFollower(const Model& model, comm::Communicator& world, int32_t threads) {
@@ -81,6 +124,7 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
   std::vector<float> logits;  // [batch.NumLogits(), n_vocab] gathered like rank 0's, then unused
   std::vector<float> hidden;  // [batch.size(), dim] when rank 0 pools embeddings
   std::vector<int32_t> words;
+  std::vector<uint8_t> block;  // [BlockContentBytes()] one block's K/V bytes on this rank
   for (;;) {
     Header h;
     FERRY_RETURN_IF_ERROR(Exchange(world, &h, &words));
@@ -107,6 +151,23 @@ Status RunFollower(const Model& model, comm::Communicator& world, int32_t thread
                                  shape.n_slots, shape.max_seq_len, layout,
                                  groups.ForStage(model.stage_layers().first, model.stage_layers().last)));
         cache.emplace(std::move(c));
+        std::vector<uint64_t> all;
+        FERRY_RETURN_IF_ERROR(GatherBlockBytes(world, cache->BlockContentBytes(), &all));
+        block.resize(cache->BlockContentBytes());
+        continue;
+      }
+      case kReadBlock:
+      case kWriteBlock: {  // the prefix cache's tiers on rank 0 take or restore this rank's share
+        if (!cache) return InternalError("rank 0 sent a block operation before the KV cache's shape");
+        if (words.size() != 1 || words[0] < 0 || words[0] >= shape.num_blocks)
+          return InternalError("rank 0's block operation names no block of the {} here", shape.num_blocks);
+        if (h.kind == kReadBlock) {
+          cache->ReadBlock(words[0], block.data());
+          FERRY_RETURN_IF_ERROR(world.Send(block.data(), block.size(), 0, kBlockTag));
+        } else {
+          FERRY_RETURN_IF_ERROR(world.Recv(block.data(), block.size(), 0, kBlockTag));
+          cache->WriteBlock(words[0], block.data());
+        }
         continue;
       }
       case kStep:

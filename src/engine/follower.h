@@ -28,22 +28,38 @@ class StepLeader {
   StepLeader(const StepLeader&) = delete;
   StepLeader& operator=(const StepLeader&) = delete;
 
-  // The followers allocate their KV shard in this shape.
-  Status Start(const FollowerCacheShape& shape);
+  // The followers allocate their KV shard in this shape; block_bytes: one block's K/V bytes on
+  // rank 0 (PagedKvCache::BlockContentBytes), gathered with the followers' own.
+  Status Start(const FollowerCacheShape& shape, uint64_t block_bytes);
   // Before rank 0's forward of the step: the followers run theirs with it.
   Status Step(const StepPlan& plan);
   // A heartbeat when rank 0 has sent nothing for heartbeat_s (call it whenever idle).
   Status KeepAlive();
+
+  // The prefix cache's tiers (on rank 0) keep whole blocks: every rank's share of a block's K/V
+  // bytes, rank 0's first. After Start: the bytes of one block on the followers, ranks 1, 2, ...
+  // in order (each follower's PagedKvCache::BlockContentBytes, gathered at Start).
+  size_t FollowerBlockBytes() const { return follower_block_bytes_; }
+  // Block `block`'s bytes on the followers -> out: [FollowerBlockBytes()], in rank order.
+  Status ReadBlock(int32_t block, uint8_t* out);
+  // in: [FollowerBlockBytes()] -> each follower's share written into its block `block`.
+  Status WriteBlock(int32_t block, const uint8_t* in);
   double heartbeat_s() const { return heartbeat_s_; }
 
  private:
   Status Send(int32_t kind);  // words_ after the header
+  Status Fail(Status st);     // marks the link failed and returns st
+  // Sends a block message of `kind`, then transfer(rank, bytes) for each follower in rank order.
+  template <typename Transfer>
+  Status TransferBlock(int32_t kind, int32_t block, Transfer&& transfer);
 
   comm::Communicator& world_;
   double heartbeat_s_;
   Timer since_send_;
-  bool failed_ = false;         // a send failed: the followers are gone or out of step
-  std::vector<int32_t> words_;  // the message being sent
+  bool failed_ = false;                // a send failed: the followers are gone or out of step
+  std::vector<int32_t> words_;         // the message being sent
+  std::vector<uint64_t> block_bytes_;  // [ranks] each rank's bytes of one KV block (from Start)
+  size_t follower_block_bytes_ = 0;    // the sum over ranks 1..
 };
 
 // A follower's loop: runs rank 0's steps until rank 0's StepLeader is destroyed (Ok), or fails

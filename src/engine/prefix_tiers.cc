@@ -9,13 +9,24 @@
 #include <vector>
 
 #include "base/timer.h"
+#include "engine/micro_batches.h"
 #include "kv/block_file.h"
 #include "model/scratch.h"
 
 namespace ferry {
 
+Status SplitBlockContent::Read(kv::BlockId block, uint8_t* out) const {
+  FERRY_RETURN_IF_ERROR(own_.Read(block, out));
+  return leader_.ReadBlock(block, out + own_.BlockBytes());
+}
+
+Status SplitBlockContent::Write(kv::BlockId block, const uint8_t* in) {
+  FERRY_RETURN_IF_ERROR(own_.Write(block, in));
+  return leader_.WriteBlock(block, in + own_.BlockBytes());
+}
+
 uint64_t PrefixTierFingerprint(uint64_t model_fingerprint, const ModelConfig& mc, const KvCacheTypes& types,
-                               int32_t block_size, size_t block_bytes) {
+                               int32_t block_size, size_t block_bytes, int32_t ranks, int32_t stages) {
   const uint64_t parts[] = {model_fingerprint,
                             static_cast<uint64_t>(types.k),
                             static_cast<uint64_t>(types.v),
@@ -25,7 +36,9 @@ uint64_t PrefixTierFingerprint(uint64_t model_fingerprint, const ModelConfig& mc
                             static_cast<uint64_t>(mc.n_kv_heads),
                             static_cast<uint64_t>(mc.head_dim),
                             static_cast<uint64_t>(mc.n_vocab),
-                            block_bytes};
+                            block_bytes,
+                            static_cast<uint64_t>(ranks),
+                            static_cast<uint64_t>(stages)};
   return kv::HashBytes({reinterpret_cast<const uint8_t*>(parts), sizeof(parts)}, 0x46455252594b56ull);
 }
 
@@ -73,25 +86,33 @@ StatusOr<double> MeasureRead(const std::string& dir, size_t block_bytes) {
 }  // namespace
 
 StatusOr<kv::DiskCostModel> MeasureDiskCost(const Model& model, PagedKvCache& cache, ThreadPool* pool,
-                                            const std::string& dir, int32_t max_seq_len) {
+                                            StepLeader* leader, size_t block_bytes, const std::string& dir,
+                                            int32_t max_seq_len) {
   kv::DiskCostModel cost;
-  FERRY_ASSIGN_OR_RETURN(cost.read_s, MeasureRead(dir, cache.BlockContentBytes()));
+  FERRY_ASSIGN_OR_RETURN(cost.read_s, MeasureRead(dir, block_bytes));
   const int32_t bs = cache.block_size();
   // A deeper block attends over more keys: price block 0 and block `depth` to get the slope.
   const int32_t depth = std::max(0, std::min({cache.num_blocks() - 1, max_seq_len / bs - 1, 15}));
   std::vector<int32_t> table(static_cast<size_t>(depth) + 1);
   std::iota(table.begin(), table.end(), 0);
-  cache.SetBlockTable(0, table);
+  StepPlan plan;  // what the followers run of each probe pass (over split ranks)
+  plan.num_groups = cache.groups().num_groups();
+  plan.block_tables.assign(static_cast<size_t>(plan.num_groups), table);
+  for (int32_t g = 0; g < plan.num_groups; ++g) cache.SetBlockTable(0, table, g);
   std::vector<float> logits(static_cast<size_t>(model.config().n_vocab));
   ForwardScratch scratch;
   ForwardOptions fo;
   fo.scratch = &scratch;
+  PipelinedForward pipelined;
   auto pass = [&](int32_t first, int32_t n) -> StatusOr<double> {
-    ForwardBatch b;
+    plan.batch.Clear();
     for (int32_t p = first; p < first + n; ++p)
-      b.Add((1 + p % 7) % model.config().n_vocab, p, 0, p + 1 == first + n);
+      plan.batch.Add((1 + p % 7) % model.config().n_vocab, p, 0, p + 1 == first + n);
+    plan.micro_batch_cuts = {0, plan.batch.size()};
     Timer t;
-    FERRY_RETURN_IF_ERROR(model.Forward(b, cache, logits.data(), pool, fo));
+    if (leader) FERRY_RETURN_IF_ERROR(leader->Step(plan));
+    FERRY_RETURN_IF_ERROR(
+        pipelined.Run(model, plan.batch, plan.micro_batch_cuts, cache, logits.data(), pool, fo));
     return t.Seconds();
   };
   std::vector<double> t0, td;
@@ -108,7 +129,7 @@ StatusOr<kv::DiskCostModel> MeasureDiskCost(const Model& model, PagedKvCache& ca
     }
     cost.recompute_per_depth_s = std::max(0.0, (Median(td) - cost.recompute_base_s) / depth);
   }
-  cache.SetBlockTable(0, {});
+  for (int32_t g = 0; g < plan.num_groups; ++g) cache.SetBlockTable(0, {}, g);
   return cost;
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/status.h"
 #include "kv/block_pool.h"
 
 namespace ferry::kv {
@@ -15,8 +16,10 @@ class BlockContent {
   virtual ~BlockContent() = default;
   // Bytes of one block's K/V in every layer.
   virtual size_t BlockBytes() const = 0;
-  virtual void Read(BlockId block, uint8_t* out) const = 0;  // out: [BlockBytes()]
-  virtual void Write(BlockId block, const uint8_t* in) = 0;  // in: [BlockBytes()]
+  // Fail only when the bytes live elsewhere too (a model split over ranks) and a rank could
+  // not be reached: then the caller must not keep (Read) or trust (Write) the block.
+  virtual Status Read(BlockId block, uint8_t* out) const = 0;  // out: [BlockBytes()]
+  virtual Status Write(BlockId block, const uint8_t* in) = 0;  // in: [BlockBytes()]
 };
 
 }  // namespace ferry::kv

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/log.h"
 
 namespace ferry::kv {
 
@@ -164,11 +165,15 @@ void KvCacheManager::AttachTiers(TieredBlockStore* store, BlockContent* content)
 void KvCacheManager::OnEvict(BlockId id, BlockHash hash, int32_t depth) {
   if (tiers_->Refresh(hash)) return;  // restored from RAM earlier: the same bytes are there
   auto bytes = std::make_shared<std::vector<uint8_t>>(content_->BlockBytes());
-  content_->Read(id, bytes->data());
+  if (Status st = content_->Read(id, bytes->data()); !st.ok()) {  // a rank unreachable: keep nothing
+    Log(LogLevel::kWarn, "prefix cache: an evicted block was not kept in a tier: {}", st.ToString());
+    return;
+  }
   tiers_->Offload({hash, depth, std::move(bytes)});
 }
 
-std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int32_t num_slots, const PrefixHit* hit) {
+std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int32_t num_slots,
+                                                            const PrefixHit* hit) {
   FERRY_CHECK(seq.mgr_ == nullptr || seq.mgr_ == this);
   const size_t groups = static_cast<size_t>(num_groups());
   const bool take_hit = hit && !hit->empty() && seq.empty();
@@ -217,7 +222,10 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(KvSequence& seq, int
       BlockId& entry = seq.tables_[static_cast<size_t>(r.group)][r.index];
       FERRY_CHECK(tiers_ && entry == kTierBlock && r.bytes->size() == content_->BlockBytes());
       BlockId dst = *pool_.Allocate();
-      content_->Write(dst, r.bytes->data());
+      // A failed write means a rank is unreachable; its next step fails the engine before this
+      // block is read.
+      if (Status st = content_->Write(dst, r.bytes->data()); !st.ok())
+        Log(LogLevel::kError, "prefix cache: restoring a block failed: {}", st.ToString());
       pool_.MarkCached(dst, GroupHash(hit->hashes[r.index], r.group), static_cast<int32_t>(r.index));
       entry = dst;
       ++restored_[static_cast<size_t>(r.tier)];

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The serving engine under mpirun with --tensor-parallel 2 (rank 0 serves, rank 1 follows):
-#   serve:      a completion over HTTP equals one process's, beam search is refused with a 400,
+#   serve:      a completion over HTTP equals one process's (with the prefix cache's RAM and disk
+#               tiers on rank 0 over two tensor ranks), beam search is refused with a 400,
 #               and SIGTERM to mpirun drains rank 0, which stops the follower (no rank fails);
 #               two --pipeline-parallel stages serve the same completion;
 #   stopped:    a follower stopped while the server is idle ends the job within --comm-timeout
@@ -49,9 +50,11 @@ case $case in
     start_server one "$ferry" "${serve[@]}"
     want=$(complete "Once upon a time") || fail "one process: no completion"
     kill -TERM "$job"; wait "$job"; job=""
-    start_server tp2 "${split[@]}" --comm-timeout 5
+    # With the prefix cache's tiers on rank 0: the disk tier's start-up probe runs on both ranks.
+    start_server tp2 "${split[@]}" --comm-timeout 5 --prefix-cache-ram 8M --prefix-cache-dir "$out/tiers"
     got=$(complete "Once upon a time") || fail "tp2: no completion"
     [ -n "$want" ] && [ "$got" = "$want" ] || fail "tp2 completion '$got' differs from one process's '$want'"
+    grep -q "prefix cache disk tier .*: a block reads back in" "$out/tp2.err" || fail "tp2: the disk tier was not priced"
     code=$(curl -s -o "$out/beam.json" -w '%{http_code}' -X POST "http://127.0.0.1:$port/v1/completions" \
       -H 'Content-Type: application/json' -d '{"prompt": "hi", "max_tokens": 4, "use_beam_search": true, "n": 2}')
     [ "$code" = 400 ] && grep -q "split over ranks" "$out/beam.json" || fail "beam search: $code $(cat "$out/beam.json")"

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,102 @@ TEST_F(SplitEngineTest, MixedBatchEqualsOneProcessAlsoChunkedPreemptedAndStatic)
       EXPECT_GT(split.stats.preemptions, 0);
     }
   }
+}
+
+// The prefix cache's RAM and disk tiers over split ranks: they live on rank 0 and keep whole
+// blocks (every rank's share of the K/V, gathered when the pool evicts a block and sent back
+// to each rank when a prompt hits it). A prompt whose blocks a small pool evicted is served
+// from a tier exactly as the split engine serves it from its own pool; a new engine finds the
+// disk tier; an engine in one process (another layout) never hits those files; and the disk
+// tier's start-up probe (forward passes on every rank) leaves the outputs as they were.
+TEST_F(SplitEngineTest, PrefixTiersRestoreEveryRanksShareOfABlock) {
+  constexpr int kSplitEngines = 5;  // the engines rank 0 creates below, each followed once
+  if (!Leader()) {
+    for (int i = 0; i < kSplitEngines; ++i) {
+      Status st = RunFollower(*split_->model, *g_groups->world, 1);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    return;
+  }
+  using testing::ServeOne;
+  const std::vector<int32_t> prompt = testing::TestPrompt(100, 1);
+  constexpr int32_t kMaxTokens = 16;
+  EngineConfig small = Config();  // 12 blocks of 16: one 150-token prompt fills most of it
+  small.num_blocks = 12;
+  small.scheduler.max_batch_tokens = 64;
+  small.scheduler.max_num_seqs = 4;
+  small.scheduler.max_seq_len = 256;
+  small.followers = g_groups->world.get();
+  auto make = [&](const EngineConfig& c, const LoadedModel& lm) {
+    auto core = EngineCore::Create(*lm.model, &*lm.tokenizer, c);
+    EXPECT_TRUE(core.ok()) << core.status().ToString();
+    return core.ok() ? std::move(*core) : nullptr;
+  };
+  auto flood = [&](EngineCore& core) {  // two other long prompts evict every block of `prompt`
+    ServeOne(core, 100, testing::TestPrompt(150, 2), 8);
+    ServeOne(core, 101, testing::TestPrompt(150, 3), 8);
+  };
+  // 1. The split engine's own prefix cache: the prompt's 6 full blocks from its pool.
+  EngineConfig big = small;
+  big.num_blocks = 64;
+  testing::Served fresh, pool_hit;
+  {
+    auto core = make(big, *split_);
+    ASSERT_NE(core, nullptr);
+    fresh = ServeOne(*core, 0, prompt, kMaxTokens);
+    pool_hit = ServeOne(*core, 1, prompt, kMaxTokens);
+    EXPECT_EQ(pool_hit.cached, 96);
+  }
+  // 2. The RAM tier.
+  {
+    EngineConfig c = small;
+    c.prefix_tiers.ram_bytes = size_t{16} << 20;
+    auto core = make(c, *split_);
+    ASSERT_NE(core, nullptr);
+    testing::ExpectSameServed(ServeOne(*core, 0, prompt, kMaxTokens), fresh);
+    flood(*core);
+    const testing::Served again = ServeOne(*core, 1, prompt, kMaxTokens);
+    EXPECT_EQ(again.cached, 96);
+    testing::ExpectSameServed(again, pool_hit);
+    EXPECT_EQ(core->Stats().prefix_cache_ram_hits, 6);
+  }
+  // 3. The disk tier, found again by a new engine.
+  const std::string dir = testing::TempDir() + "/split-blocks";
+  std::filesystem::remove_all(dir);
+  EngineConfig disk = small;
+  disk.prefix_tiers.disk_dir = dir;
+  disk.prefix_tiers.price_disk = false;  // every block RAM drops is kept: no timing in the outcome
+  {
+    auto core = make(disk, *split_);
+    ASSERT_NE(core, nullptr);
+    ServeOne(*core, 0, prompt, kMaxTokens);
+    flood(*core);
+    EXPECT_GT(core->Stats().prefix_cache_disk_bytes, 0);
+  }
+  {
+    auto core = make(disk, *split_);
+    ASSERT_NE(core, nullptr);
+    const testing::Served again = ServeOne(*core, 1, prompt, kMaxTokens);
+    EXPECT_EQ(again.cached, 96);
+    testing::ExpectSameServed(again, pool_hit);
+    EXPECT_EQ(core->Stats().prefix_cache_disk_hits, 6);
+  }
+  // 4. With the probe on: it runs forward passes on every rank before the first request.
+  {
+    EngineConfig priced = disk;
+    priced.prefix_tiers.disk_dir = dir + "-priced";
+    priced.prefix_tiers.price_disk = true;
+    auto core = make(priced, *split_);
+    ASSERT_NE(core, nullptr);
+    testing::ExpectSameServed(ServeOne(*core, 0, prompt, kMaxTokens), fresh);
+  }
+  // 5. One process reads another layout's blocks: its fingerprint differs, so never a hit.
+  EngineConfig whole = disk;
+  whole.followers = nullptr;
+  auto core = make(whole, *whole_);
+  ASSERT_NE(core, nullptr);
+  EXPECT_EQ(ServeOne(*core, 2, prompt, kMaxTokens).cached, 0);
+  EXPECT_EQ(core->Stats().prefix_cache_disk_hits, 0);
 }
 
 TEST_F(SplitEngineTest, EachStageHoldsTheKvOfItsLayersAndOneMicroBatchAlsoWorks) {
@@ -347,20 +444,6 @@ TEST_F(SplitEngineTest, EmbeddingsBesideGenerationsEqualOneProcess) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t d = 0; d < want.size(); ++d) EXPECT_NEAR(got[d], want[d], 1e-5) << id << " " << d;
   }
-}
-
-TEST_F(SplitEngineTest, PrefixTiersAreRefused) {
-  // A RAM/disk tier would hold rank 0's KV shard only; the followers' shards could not be restored.
-  if (!Leader()) return;
-  EngineConfig c = Config();
-  c.followers = g_groups->world.get();
-  c.prefix_tiers.ram_bytes = 1 << 20;
-  auto core = EngineCore::Create(*split_->model, &*split_->tokenizer, c);
-  ASSERT_FALSE(core.ok());
-  EXPECT_NE(
-      core.status().message().find("--prefix-cache-ram/--prefix-cache-dir are not supported over split"),
-      std::string::npos)
-      << core.status().message();
 }
 
 }  // namespace

@@ -15,9 +15,9 @@
 namespace ferry::testing {
 
 struct EngineRun {
-  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;  // per (id, branch)
-  std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;       // of finished branches
-  std::map<std::pair<RequestId, int32_t>, std::string> finish_reason;   // of finished branches
+  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> tokens;          // per (id, branch)
+  std::map<std::pair<RequestId, int32_t>, RequestMetrics> metrics;               // of finished branches
+  std::map<std::pair<RequestId, int32_t>, std::string> finish_reason;            // of finished branches
   std::map<std::pair<RequestId, int32_t>, std::vector<TokenLogprobs>> logprobs;  // with options.logprobs
   std::map<RequestId, std::vector<float>> embeddings;  // of finished embedding requests
   EngineStats stats;
@@ -111,6 +111,39 @@ inline RequestSet SharedPrefixRequests(const std::vector<int32_t>& shared, int n
     r.options.push_back(o);
   }
   return r;
+}
+
+// One request served alone on `core` to its end: its tokens, their logprobs and how many of its
+// prompt tokens came from the prefix cache (pool or tier).
+struct Served {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  int32_t cached = -1;
+};
+inline Served ServeOne(EngineCore& core, RequestId id, const std::vector<int32_t>& prompt,
+                       int32_t max_tokens) {
+  RequestOptions o = GreedyOptions(max_tokens);
+  o.logprobs = 0;
+  EXPECT_TRUE(core.Validate(prompt, o).ok());
+  core.Add(id, prompt, o, core.Now());
+  Served s;
+  while (core.HasWork()) {
+    auto outs = core.Step();
+    EXPECT_TRUE(outs.ok()) << outs.status().ToString();
+    if (!outs.ok()) break;
+    for (const RequestOutput& out : *outs) {
+      s.tokens.insert(s.tokens.end(), out.token_ids.begin(), out.token_ids.end());
+      for (const TokenLogprobs& lp : out.logprobs) s.logprobs.push_back(lp.logprob);
+      if (out.finished) s.cached = out.metrics.cached_prompt_tokens;
+    }
+  }
+  return s;
+}
+// The same tokens and, bit for bit, the same logprobs.
+inline void ExpectSameServed(const Served& a, const Served& b) {
+  EXPECT_EQ(a.tokens, b.tokens);
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+  for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_EQ(a.logprobs[i], b.logprobs[i]) << "token " << i;
 }
 
 }  // namespace ferry::testing

@@ -20,31 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Served {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  int32_t cached = -1;  // prompt tokens served from the prefix cache (pool or tier)
-};
-
-// Runs one request alone on `core` to its end.
-Served ServeOne(EngineCore& core, RequestId id, const std::vector<int32_t>& prompt, int32_t max_tokens) {
-  RequestOptions o = testing::GreedyOptions(max_tokens);
-  o.logprobs = 0;
-  EXPECT_TRUE(core.Validate(prompt, o).ok());
-  core.Add(id, prompt, o, core.Now());
-  Served s;
-  while (core.HasWork()) {
-    auto outs = core.Step();
-    EXPECT_TRUE(outs.ok()) << outs.status().ToString();
-    if (!outs.ok()) break;
-    for (const RequestOutput& out : *outs) {
-      s.tokens.insert(s.tokens.end(), out.token_ids.begin(), out.token_ids.end());
-      for (const TokenLogprobs& lp : out.logprobs) s.logprobs.push_back(lp.logprob);
-      if (out.finished) s.cached = out.metrics.cached_prompt_tokens;
-    }
-  }
-  return s;
-}
+using testing::Served;
+using testing::ServeOne;
 
 class PrefixTierEngineTest : public ::testing::Test {
  protected:
@@ -98,24 +75,18 @@ class PrefixTierEngineTest : public ::testing::Test {
 };
 LoadedModel* PrefixTierEngineTest::lm_ = nullptr;
 
-void ExpectSame(const Served& a, const Served& b) {
-  EXPECT_EQ(a.tokens, b.tokens);
-  ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
-  for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_EQ(a.logprobs[i], b.logprobs[i]) << "token " << i;
-}
-
 TEST_F(PrefixTierEngineTest, RamTierRestoresEvictedBlocksBitForBit) {
   const auto [fresh, pool_hit] = Reference();
   EngineConfig c = SmallPool();
   c.prefix_tiers.ram_bytes = size_t{16} << 20;
   auto core = Make(c);
   ASSERT_NE(core, nullptr);
-  ExpectSame(ServeOne(*core, 0, Prompt(), kMaxTokens), fresh);
+  testing::ExpectSameServed(ServeOne(*core, 0, Prompt(), kMaxTokens), fresh);
   Flood(*core);
   EXPECT_GT(core->Stats().prefix_cache_ram_bytes, 0);
   const Served again = ServeOne(*core, 1, Prompt(), kMaxTokens);
   EXPECT_EQ(again.cached, 96);
-  ExpectSame(again, pool_hit);
+  testing::ExpectSameServed(again, pool_hit);
   const EngineStats s = core->Stats();
   EXPECT_EQ(s.prefix_cache_ram_hits, 6) << "all six blocks were evicted from the pool and restored from RAM";
   EXPECT_EQ(s.prefix_cache_disk_hits, 0);
@@ -138,7 +109,7 @@ TEST_F(PrefixTierEngineTest, DiskTierSurvivesARestartAndIsKeyedByKvType) {
   {
     auto core = Make(c);
     ASSERT_NE(core, nullptr);
-    ExpectSame(ServeOne(*core, 0, Prompt(), kMaxTokens), fresh);
+    testing::ExpectSameServed(ServeOne(*core, 0, Prompt(), kMaxTokens), fresh);
     Flood(*core);
     EXPECT_GT(core->Stats().prefix_cache_disk_bytes, 0);
   }
@@ -155,7 +126,7 @@ TEST_F(PrefixTierEngineTest, DiskTierSurvivesARestartAndIsKeyedByKvType) {
   ASSERT_NE(core, nullptr);
   const Served again = ServeOne(*core, 1, Prompt(), kMaxTokens);
   EXPECT_EQ(again.cached, 96);
-  ExpectSame(again, pool_hit);
+  testing::ExpectSameServed(again, pool_hit);
   EXPECT_EQ(core->Stats().prefix_cache_disk_hits, 6);
 }
 
@@ -190,7 +161,7 @@ TEST_F(PrefixTierEngineTest, DamagedDiskFilesAreDeletedAndRecomputed) {
   ASSERT_NE(core, nullptr);
   const Served again = ServeOne(*core, 1, Prompt(), kMaxTokens);
   EXPECT_EQ(again.cached, 0) << "a corrupt block is never restored";
-  ExpectSame(again, fresh);
+  testing::ExpectSameServed(again, fresh);
   EXPECT_EQ(core->Stats().prefix_cache_disk_hits, 0);
   EXPECT_EQ(core->Stats().prefix_cache_disk_rejected, 1) << "the chain stops at its first bad block";
 }

@@ -200,27 +200,65 @@ class FakeContent final : public BlockContent {
   FakeContent(int32_t num_blocks, size_t bytes)
       : blocks_(static_cast<size_t>(num_blocks), std::vector<uint8_t>(bytes)) {}
   size_t BlockBytes() const override { return blocks_[0].size(); }
-  void Read(BlockId b, uint8_t* out) const override {
+  Status Read(BlockId b, uint8_t* out) const override {
+    // A split model's content fails when a rank is unreachable; then it may have written part.
     std::copy(blocks_[static_cast<size_t>(b)].begin(), blocks_[static_cast<size_t>(b)].end(), out);
+    return unreachable_ ? IoError("rank 1 is unreachable") : Status::Ok();
   }
-  void Write(BlockId b, const uint8_t* in) override {
+  Status Write(BlockId b, const uint8_t* in) override {
     std::copy(in, in + BlockBytes(), blocks_[static_cast<size_t>(b)].begin());
+    return Status::Ok();
   }
   std::vector<uint8_t>& block(BlockId b) { return blocks_[static_cast<size_t>(b)]; }
+  void set_unreachable(bool u) { unreachable_ = u; }
 
  private:
   std::vector<std::vector<uint8_t>> blocks_;
+  bool unreachable_ = false;
 };
 
+// A pool of 4 blocks of 4 tokens whose evicted blocks (64 bytes each) go to a RAM tier of 8.
+struct SmallTieredPool {
+  static constexpr int32_t kBlocks = 4, kBs = 4;
+  SmallTieredPool() : m({kBlocks, kBs, true}), content(kBlocks, 64) {
+    PrefixTierConfig c;
+    c.ram_bytes = 64 * 8;
+    auto created = TieredBlockStore::Create(c);
+    store = std::move(*created);
+    m.AttachTiers(store.get(), &content);
+  }
+  KvCacheManager m;
+  FakeContent content;
+  std::unique_ptr<TieredBlockStore> store;
+};
+
+// A block whose bytes could not all be read (a follower rank gone) is never kept in a tier,
+// where a later hit would restore it as if it were whole.
+TEST(KvCacheManagerTiers, ABlockThatCannotBeReadIsNotKept) {
+  SmallTieredPool p;
+  KvCacheManager& m = p.m;
+  FakeContent& content = p.content;
+  TieredBlockStore* store = p.store.get();
+  const std::vector<int32_t> a = testing::Iota(13, 100);
+  {
+    KvSequence s;
+    ASSERT_TRUE(m.AllocateSlots(s, 13).has_value());
+    m.CacheFullBlocks(s, a, 13);
+  }
+  content.set_unreachable(true);
+  {
+    KvSequence other;
+    ASSERT_TRUE(m.AllocateSlots(other, 16).has_value());  // evicts a's three blocks
+  }
+  EXPECT_EQ(store->stats().ram_blocks, 0);
+  EXPECT_EQ(m.FindPrefix(a).num_tokens, 0);
+}
+
 TEST(KvCacheManagerTiers, EvictedBlocksComeBackBitForBit) {
-  constexpr int32_t kBlocks = 4, kBs = 4;
-  KvCacheManager m({kBlocks, kBs, true});
-  FakeContent content(kBlocks, 64);
-  PrefixTierConfig c;
-  c.ram_bytes = 64 * 8;
-  auto store = TieredBlockStore::Create(c);
-  ASSERT_TRUE(store.ok());
-  m.AttachTiers(store->get(), &content);
+  SmallTieredPool p;
+  KvCacheManager& m = p.m;
+  FakeContent& content = p.content;
+  TieredBlockStore* store = p.store.get();
 
   const std::vector<int32_t> a = testing::Iota(13, 100);  // 3 full blocks + 1 token
   std::vector<std::vector<uint8_t>> written;
@@ -237,8 +275,8 @@ TEST(KvCacheManagerTiers, EvictedBlocksComeBackBitForBit) {
     KvSequence other;
     ASSERT_TRUE(m.AllocateSlots(other, 16).has_value());
     for (BlockId b : other.blocks()) std::fill(content.block(b).begin(), content.block(b).end(), 0xEE);
-    EXPECT_EQ((*store)->stats().ram_blocks, 3);
-    EXPECT_EQ((*store)->stats().ram_bytes, 3u * 64);
+    EXPECT_EQ(store->stats().ram_blocks, 3);
+    EXPECT_EQ(store->stats().ram_bytes, 3u * 64);
     EXPECT_EQ(m.FindCachedPrefix(a).num_tokens, 0) << "the pool itself holds none of a any more";
   }
   PrefixHit hit = m.FindPrefix(a);
