@@ -224,6 +224,7 @@ struct SmallTieredPool {
     PrefixTierConfig c;
     c.ram_bytes = 64 * 8;
     auto created = TieredBlockStore::Create(c);
+    if (!created.ok()) return;  // the tests assert `store` before using the pool
     store = std::move(*created);
     m.AttachTiers(store.get(), &content);
   }
@@ -236,60 +237,56 @@ struct SmallTieredPool {
 // where a later hit would restore it as if it were whole.
 TEST(KvCacheManagerTiers, ABlockThatCannotBeReadIsNotKept) {
   SmallTieredPool p;
-  KvCacheManager& m = p.m;
-  FakeContent& content = p.content;
-  TieredBlockStore* store = p.store.get();
+  ASSERT_NE(p.store, nullptr);
   const std::vector<int32_t> a = testing::Iota(13, 100);
   {
     KvSequence s;
-    ASSERT_TRUE(m.AllocateSlots(s, 13).has_value());
-    m.CacheFullBlocks(s, a, 13);
+    ASSERT_TRUE(p.m.AllocateSlots(s, 13).has_value());
+    p.m.CacheFullBlocks(s, a, 13);
   }
-  content.set_unreachable(true);
+  p.content.set_unreachable(true);
   {
     KvSequence other;
-    ASSERT_TRUE(m.AllocateSlots(other, 16).has_value());  // evicts a's three blocks
+    ASSERT_TRUE(p.m.AllocateSlots(other, 16).has_value());  // evicts a's three blocks
   }
-  EXPECT_EQ(store->stats().ram_blocks, 0);
-  EXPECT_EQ(m.FindPrefix(a).num_tokens, 0);
+  EXPECT_EQ(p.store->stats().ram_blocks, 0);
+  EXPECT_EQ(p.m.FindPrefix(a).num_tokens, 0);
 }
 
 TEST(KvCacheManagerTiers, EvictedBlocksComeBackBitForBit) {
   SmallTieredPool p;
-  KvCacheManager& m = p.m;
-  FakeContent& content = p.content;
-  TieredBlockStore* store = p.store.get();
+  ASSERT_NE(p.store, nullptr);
 
   const std::vector<int32_t> a = testing::Iota(13, 100);  // 3 full blocks + 1 token
   std::vector<std::vector<uint8_t>> written;
   {
     KvSequence s;
-    ASSERT_TRUE(m.AllocateSlots(s, 13).has_value());
+    ASSERT_TRUE(p.m.AllocateSlots(s, 13).has_value());
     for (size_t i = 0; i < s.blocks().size(); ++i) {  // "compute" each block's K/V
-      for (size_t j = 0; j < 64; ++j) content.block(s.blocks()[i])[j] = static_cast<uint8_t>(i * 50 + j);
-      written.push_back(content.block(s.blocks()[i]));
+      for (size_t j = 0; j < 64; ++j) p.content.block(s.blocks()[i])[j] = static_cast<uint8_t>(i * 50 + j);
+      written.push_back(p.content.block(s.blocks()[i]));
     }
-    m.CacheFullBlocks(s, a, 13);
+    p.m.CacheFullBlocks(s, a, 13);
   }
   {  // another sequence takes the whole pool: a's three cached blocks are evicted into RAM
     KvSequence other;
-    ASSERT_TRUE(m.AllocateSlots(other, 16).has_value());
-    for (BlockId b : other.blocks()) std::fill(content.block(b).begin(), content.block(b).end(), 0xEE);
-    EXPECT_EQ(store->stats().ram_blocks, 3);
-    EXPECT_EQ(store->stats().ram_bytes, 3u * 64);
-    EXPECT_EQ(m.FindCachedPrefix(a).num_tokens, 0) << "the pool itself holds none of a any more";
+    ASSERT_TRUE(p.m.AllocateSlots(other, 16).has_value());
+    for (BlockId b : other.blocks()) std::fill(p.content.block(b).begin(), p.content.block(b).end(), 0xEE);
+    EXPECT_EQ(p.store->stats().ram_blocks, 3);
+    EXPECT_EQ(p.store->stats().ram_bytes, 3u * 64);
+    EXPECT_EQ(p.m.FindCachedPrefix(a).num_tokens, 0) << "the pool itself holds none of a any more";
   }
-  PrefixHit hit = m.FindPrefix(a);
+  PrefixHit hit = p.m.FindPrefix(a);
   EXPECT_EQ(hit.num_tokens, 12);
   ASSERT_EQ(hit.restores.size(), 3u);
   KvSequence s;
-  auto alloc = m.AllocateSlots(s, 13, &hit);
+  auto alloc = p.m.AllocateSlots(s, 13, &hit);
   ASSERT_TRUE(alloc.has_value());
   EXPECT_EQ(s.num_slots(), 13);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(content.block(s.blocks()[i]), written[i]) << "block " << i;
-  EXPECT_EQ(m.RestoredBlocks(BlockTier::kRam), 3);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(p.content.block(s.blocks()[i]), written[i]) << "block " << i;
+  EXPECT_EQ(p.m.RestoredBlocks(BlockTier::kRam), 3);
   // Restored blocks are registered in the pool's prefix cache again.
-  EXPECT_EQ(m.FindCachedPrefix(a).num_tokens, 12);
+  EXPECT_EQ(p.m.FindCachedPrefix(a).num_tokens, 12);
 }
 
 TEST(KvCacheManagerTiers, ChainContinuesAcrossPoolAndTierBlocks) {
