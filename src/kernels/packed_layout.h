@@ -28,12 +28,17 @@ inline constexpr size_t Int4GroupBytes(int64_t group) {
 inline constexpr int64_t kInt4Group = 128;  // the group of DType::kI4G128
 static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc table)");
 
-// Packed layout of one group of 8 rows, [n_in] each, nb = n_in / 32 blocks, ng = n_in / G:
-//   q4_0:  qs [nb][4][32] u8 | d [nb][8] fp16                         = nb * 144 bytes
-//   int4:  qs [nb][4][32] u8 | d [ng][8] fp16 | z [ng][8] u8           = nb * 128 + ng * 24
-//   q8_0:  qs [nb][8][32] i8 | d [nb][8] fp16                         = nb * 272 bytes
-//   mxfp4: qs [nb][4][32] u8 | e [nb][8] u8 (e8m0)                    = nb * 136 bytes
+// Packed layout of one group of 8 rows, [n_in] each, nb = n_in / 32 blocks, ng = n_in / G
+// units (G = 32 but for int4). A unit is a header with the 8 rows' scales followed by the
+// quants of its blocks, so a row group is one sequential stream: decode is memory-bound, and a
+// second stream (the scales as a plane of their own, as this layout had before) cut a core's
+// read rate from DRAM by half or more on AMD Zen 4 (docs/benchmarks.md).
+//   q4_0:  unit = block: d [8] fp16 | qs [4][32] u8                      = 144 bytes
+//   q8_0:  unit = block: d [8] fp16 | qs [8][32] i8                      = 272 bytes
+//   mxfp4: unit = block: e [8] u8 (e8m0) | qs [4][32] u8                 = 136 bytes
 //          (the nibbles are e2m1 codes, looked up in kMxfp4Values: MXFP4's own bytes, reordered)
+//   int4:  unit = group: d [8] fp16 | z [8] u8 | qs [G/32][4][32] u8      = 24 + 4 G bytes
+//          (a ragged last group has fewer blocks)
 // 4-bit: byte 4r + k of load j (j < 4) of block b = row r's original qs[4j + k] of that block,
 // i.e. low nibble = element 4j + k, high nibble = element 16 + 4j + k. So `x & 0x0F` gives
 // elements 4j..4j+3 of all 8 rows and `(x >> 4) & 0x0F` elements 16+4j..16+4j+3.
@@ -81,16 +86,22 @@ struct PackedShape {
   bool is_q4_k() const { return type == DType::kQ4_K; }
   bool is_q6_k() const { return type == DType::kQ6_K; }
   bool is_mxfp4() const { return type == DType::kMXFP4; }
-  // q4_K / q6_K keep each super-block's quants and scales together (QsBytes/ScaleBytes are unused).
-  size_t QsBytes() const { return static_cast<size_t>(nb()) * (type == DType::kQ8_0 ? 256 : 128); }
-  size_t ScaleBytes() const {
-    if (is_int4()) return static_cast<size_t>(ng()) * 24;
-    return static_cast<size_t>(nb()) * (is_mxfp4() ? 8 : 16);
+  // q4_0 / q8_0 / mxfp4 / int4 units (layout above); q4_K / q6_K keep each super-block's
+  // quants and scales together instead (these are unused for them).
+  size_t HeaderBytes() const { return is_int4() ? 24 : is_mxfp4() ? 8 : 16; }
+  size_t BlockQsBytes() const { return type == DType::kQ8_0 ? 256 : 128; }
+  int64_t BlocksPerUnit() const { return group / 32; }
+  size_t UnitBytes() const { return HeaderBytes() + static_cast<size_t>(BlocksPerUnit()) * BlockQsBytes(); }
+  // Byte offsets within a row group: unit u's header, block b's quants.
+  size_t UnitAt(int64_t u) const { return static_cast<size_t>(u) * UnitBytes(); }
+  size_t QsAt(int64_t b) const {
+    const int64_t bpu = BlocksPerUnit();
+    return UnitAt(b / bpu) + HeaderBytes() + static_cast<size_t>(b % bpu) * BlockQsBytes();
   }
   size_t RowGroupBytes() const {
     if (is_q4_k()) return static_cast<size_t>(nsb()) * kK4PackedSbBytes;
     if (is_q6_k()) return static_cast<size_t>(nsb()) * kK6PackedSbBytes;
-    return QsBytes() + ScaleBytes();
+    return static_cast<size_t>(ng()) * HeaderBytes() + static_cast<size_t>(nb()) * BlockQsBytes();
   }
   size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
   // Bytes of one row in the stored (unpacked) format.

@@ -122,10 +122,15 @@ void MoveRowQ6_K(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
 template <bool kToPacked>
 void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   const int64_t nb = sh.nb();
-  uint8_t* qs = grp;
-  uint8_t* dsc = grp + sh.QsBytes();
   auto mv = [](uint8_t* packed, uint8_t* plain, size_t n) {
-    if (kToPacked) std::memcpy(packed, plain, n); else std::memcpy(plain, packed, n);
+    if (kToPacked)
+      std::memcpy(packed, plain, n);
+    else
+      std::memcpy(plain, packed, n);
+  };
+  // Block b's 4-bit quants: load j, row r = the row's qs[4j .. 4j + 3].
+  auto mv4 = [&](int64_t b, uint8_t* qs16) {
+    for (int j = 0; j < 4; ++j) mv(grp + sh.QsAt(b) + j * 32 + 4 * r, qs16 + 4 * j, 4);
   };
   if (sh.is_q4_k()) {
     MoveRowQ4_K<kToPacked>(sh, grp, r, row);
@@ -134,33 +139,31 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   } else if (sh.type == DType::kQ4_0) {
     auto* blocks = reinterpret_cast<block_q4_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      mv(dsc + (b * kPackRows + r) * 2, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
-      for (int j = 0; j < 4; ++j) mv(qs + b * 128 + j * 32 + 4 * r, blocks[b].qs + 4 * j, 4);
+      mv(grp + sh.UnitAt(b) + 2 * r, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
+      mv4(b, blocks[b].qs);
     }
-  } else if (sh.is_mxfp4()) {  // q4_0's nibble moves; the e8m0 byte into the scale plane
+  } else if (sh.is_mxfp4()) {  // q4_0's nibble moves; the e8m0 byte into the header
     auto* blocks = reinterpret_cast<block_mxfp4*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      mv(dsc + b * kPackRows + r, &blocks[b].e, 1);
-      for (int j = 0; j < 4; ++j) mv(qs + b * 128 + j * 32 + 4 * r, blocks[b].qs + 4 * j, 4);
+      mv(grp + sh.UnitAt(b) + r, &blocks[b].e, 1);
+      mv4(b, blocks[b].qs);
     }
   } else if (sh.type == DType::kQ8_0) {
     auto* blocks = reinterpret_cast<block_q8_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      mv(dsc + (b * kPackRows + r) * 2, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
+      mv(grp + sh.UnitAt(b) + 2 * r, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
       for (int s = 0; s < 8; ++s)
-        mv(qs + b * 256 + s * 32 + 4 * r, reinterpret_cast<uint8_t*>(blocks[b].qs) + 4 * s, 4);
+        mv(grp + sh.QsAt(b) + s * 32 + 4 * r, reinterpret_cast<uint8_t*>(blocks[b].qs) + 4 * s, 4);
     }
-  } else {  // int4: fp16 d | u8 z | u8 0 | qs[G/2] per group
-    const int64_t bpg = sh.group / 32, gb = static_cast<int64_t>(Int4GroupBytes(sh.group));
-    uint8_t* zs = dsc + sh.ng() * kPackRows * 2;
+  } else {  // int4: fp16 d | u8 z | u8 0 | qs[G/2] per group -> the unit's d [8] | z [8] | blocks
+    const int64_t bpg = sh.BlocksPerUnit(), gb = static_cast<int64_t>(Int4GroupBytes(sh.group));
     for (int64_t g = 0; g < sh.ng(); ++g) {
       uint8_t* src = row + g * gb;
-      mv(dsc + (g * kPackRows + r) * 2, src, 2);
-      mv(zs + g * kPackRows + r, src + 2, 1);
+      mv(grp + sh.UnitAt(g) + 2 * r, src, 2);
+      mv(grp + sh.UnitAt(g) + 16 + r, src + 2, 1);
       if (!kToPacked) src[3] = 0;
       const int64_t blocks = std::min(bpg, nb - g * bpg);  // fewer in a ragged last group
-      for (int64_t k = 0; k < blocks; ++k)
-        for (int j = 0; j < 4; ++j) mv(qs + (g * bpg + k) * 128 + j * 32 + 4 * r, src + 4 + 16 * k + 4 * j, 4);
+      for (int64_t k = 0; k < blocks; ++k) mv4(g * bpg + k, src + 4 + 16 * k);
     }
   }
 }
@@ -212,13 +215,15 @@ void PackWeightsGroup(DType t, const void* w, int64_t n_out, int64_t n_in, int64
   }
 }
 
-void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in, int64_t int4_group, void* dst) {
+void UnpackWeightsGroup(DType t, const void* packed, int64_t n_out, int64_t n_in, int64_t int4_group,
+                        void* dst) {
   const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
   const size_t row_bytes = sh.SrcRowBytes(), grp_bytes = sh.RowGroupBytes();
   // MoveRow<false> only reads the packed group.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(packed));
   for (int64_t o = 0; o < n_out; ++o)
-    MoveRow<false>(sh, in + (o / kPackRows) * grp_bytes, o % kPackRows, static_cast<uint8_t*>(dst) + o * row_bytes);
+    MoveRow<false>(sh, in + (o / kPackRows) * grp_bytes, o % kPackRows,
+                   static_cast<uint8_t*>(dst) + o * row_bytes);
 }
 
 }  // namespace internal

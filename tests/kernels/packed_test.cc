@@ -153,6 +153,44 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
   EXPECT_FALSE(CanPack(DType::kF16, 64));
 }
 
+// A row group is one stream: each unit's scales sit right before its quants (decode reads the
+// group front to back; packed_layout.h). Literal offsets, not PackedShape's helpers, so a change
+// of layout must show here: row r of group 1, block 1 of q4_0 (unit 144 B), q8_0 (272 B), mxfp4
+// (136 B) and int4_g64 (unit = group of 2 blocks: 24 + 256 B, block 1 at +24 + 128).
+TEST(Packed, ARowGroupIsOneStreamOfScalesThenQuants) {
+  std::mt19937 rng(57);
+  constexpr int64_t kIn = 256, kRow = 11, kG = 1, kR = kRow - 8 * kG;  // nb = 8
+  for (const Case& c : kCases) {
+    if (IsKQuant(c.t) || c.t == DType::kI4G32 || c.t == DType::kI4G128) continue;
+    SCOPED_TRACE(c.Name());
+    const Weights w = MakeWeights(rng, c, 16, kIn);
+    const uint8_t* row = w.rows.data() + kRow * w.sh.SrcRowBytes();
+    const uint8_t* grp = w.packed.data() + kG * w.sh.RowGroupBytes();
+    const uint8_t* d = nullptr;   // block 1's scale bytes in the stored row
+    const uint8_t* qs = nullptr;  // block 1's first 16 quant bytes (q8_0: 32) in the stored row
+    size_t unit = 0, hdr = 0, at_qs = 0, d_bytes = 2;
+    if (c.t == DType::kQ4_0) {
+      const auto& b = reinterpret_cast<const block_q4_0*>(row)[1];
+      d = reinterpret_cast<const uint8_t*>(&b.d), qs = b.qs, unit = 144, hdr = 2 * kR, at_qs = 144 + 16;
+    } else if (c.t == DType::kQ8_0) {
+      const auto& b = reinterpret_cast<const block_q8_0*>(row)[1];
+      d = reinterpret_cast<const uint8_t*>(&b.d), qs = reinterpret_cast<const uint8_t*>(b.qs);
+      unit = 272, hdr = 2 * kR, at_qs = 272 + 16;
+    } else if (c.t == DType::kMXFP4) {
+      const auto& b = reinterpret_cast<const block_mxfp4*>(row)[1];
+      d = &b.e, qs = b.qs, unit = 136, hdr = kR, at_qs = 136 + 8, d_bytes = 1;
+    } else {  // int4_g64: stored fp16 d | u8 z | 0 | 32 quant bytes per group; block 1 = bytes 20..35
+      d = row, qs = row + 4 + 16, unit = 0, hdr = 2 * kR, at_qs = 24 + 128;
+      EXPECT_EQ(grp[16 + kR], row[2]) << "z of row " << kRow << " right after the 8 d";
+    }
+    EXPECT_EQ(w.sh.RowGroupBytes(), c.t == DType::kI4G64 ? 4 * 280u : 8 * unit);
+    EXPECT_EQ(0, std::memcmp(grp + unit + hdr, d, d_bytes)) << "block 1's scale at its unit's start";
+    const int loads = c.t == DType::kQ8_0 ? 8 : 4;
+    for (int j = 0; j < loads; ++j)
+      EXPECT_EQ(0, std::memcmp(grp + at_qs + 32 * j + 4 * kR, qs + 4 * j, 4)) << "load " << j;
+  }
+}
+
 TEST(Packed, MatMulMatchesNaiveReference) {
   testing::ScopedIsa isa_guard;
   std::mt19937 rng(52);

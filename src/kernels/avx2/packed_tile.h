@@ -54,12 +54,9 @@ inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
 template <typename Ops, int NT, FourBit kKind>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
+  constexpr size_t kHeader = kInt4 ? 24 : kMx ? 8 : 16;  // PackedShape::HeaderBytes
   const int64_t nb = sh.nb();
-  const int64_t bpg = kInt4 ? sh.group / 32 : 1;
-  const uint8_t* qs = grp;
-  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
-  const uint8_t* es = grp + sh.QsBytes();  // mxfp4: e [nb][8]
-  const uint8_t* zs = kInt4 ? grp + sh.QsBytes() + sh.ng() * kPackRows * 2 : nullptr;
+  const int64_t bpu = sh.BlocksPerUnit();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(internal::kMxfp4Biased)));
@@ -67,30 +64,23 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   __m256 dw = _mm256_setzero_ps();
   __m256i zv = _mm256_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
-  int64_t group_end = 0;  // int4: first block of the next group (a counter, not b % bpg per block)
-  for (int64_t b = 0, g = 0; b < nb; ++b) {
-    if (kInt4) {
-      if (b == group_end) {
-        dw = LoadScales8(dsc + g * 8);
-        zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zs + g * 8)));
-        ++g;
-        group_end += bpg;
+  const uint8_t* p = grp;  // the row group's one stream: a unit's header, then its blocks' quants
+  int64_t unit_end = 0;    // first block of the next unit (a counter, not b % bpu per block)
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block_begin = p;
+    if (!kInt4 || b == unit_end) {
+      if (kMx) {
+        dw = avx2::E8M0HalfLanes(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+      } else {
+        dw = LoadScales8(reinterpret_cast<const uint16_t*>(p));
       }
-    } else if (kMx) {
-      dw = avx2::E8M0HalfLanes(
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(es + b * 8))));
-    } else {
-      dw = LoadScales8(dsc + b * 8);
+      if (kInt4) zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16)));
+      p += kHeader;
+      unit_end += bpu;
     }
-    const uint8_t* wb = qs + b * 128;
-    PrefetchAhead(wb, 128);
-    // The scale plane is a second stream; the hardware prefetcher leaves it to demand misses.
-    if (!kInt4 && (b & 3) == 0) {
-      const int64_t ahead = b + static_cast<int64_t>(kPrefetchAhead / 128);
-      _mm_prefetch(reinterpret_cast<const char*>(kMx ? es + ahead * 8
-                                                     : reinterpret_cast<const uint8_t*>(dsc + ahead * 8)),
-                   _MM_HINT_T0);
-    }
+    const uint8_t* wb = p;
+    p += 128;
+    PrefetchAhead(block_begin, static_cast<size_t>(p - block_begin));
     __m256i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
@@ -128,14 +118,13 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
 template <typename Ops, int NT>
 void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   const int64_t nb = sh.nb();
-  const uint8_t* qs = grp;
-  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256 dw = LoadScales8(dsc + b * 8);
-    const uint8_t* wb = qs + b * 256;
-    PrefetchAhead(wb, 256);
+    const uint8_t* unit = grp + sh.UnitAt(b);  // d [8] fp16 | qs [8][32]
+    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(unit));
+    const uint8_t* wb = unit + 16;
+    PrefetchAhead(unit, 272);
     __m256i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {

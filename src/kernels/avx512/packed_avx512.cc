@@ -32,7 +32,6 @@ struct Avx512Ops {
     return _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(w.aw, sx), _mm512_set1_epi16(1)));
   }
   static constexpr int kBias8 = 0;
-  static constexpr bool kQ8_0Decode256 = false;  // packed_tile512.h: OneTokenRuns256
 };
 
 }  // namespace

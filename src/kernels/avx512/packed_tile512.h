@@ -107,13 +107,10 @@ inline void Store(float* y, __m512 v) {
 template <typename Ops, int NT, FourBit kKind, bool kTwo>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
+  constexpr size_t kHeader = kInt4 ? 24 : kMx ? 8 : 16;  // PackedShape::HeaderBytes
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
-  const int64_t bpg = kInt4 ? sh.group / 32 : 1;
-  const uint8_t* qs = grp;
-  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
-  const uint8_t* es = grp + sh.QsBytes();  // mxfp4: e [nb][8]
-  const uint8_t* zs = kInt4 ? grp + sh.QsBytes() + sh.ng() * kPackRows * 2 : nullptr;
+  const int64_t bpu = sh.BlocksPerUnit();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i table =
       _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(internal::kMxfp4Biased)));
@@ -121,22 +118,23 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   __m512 dw = _mm512_setzero_ps();
   __m512i zv = _mm512_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
-  int64_t group_end = 0;                                           // int4: first block of the next group
-  for (int64_t b = 0, g = 0; b < nb; ++b) {
-    if (kInt4) {
-      if (b == group_end) {
-        dw = LoadScales16<kTwo>(dsc + g * 8, gs);
-        zv = LoadZ16<kTwo>(zs + g * 8, gs);
-        ++g;
-        group_end += bpg;
+  const uint8_t* p = grp;  // group g's stream (group g + 1's is gs bytes on)
+  int64_t unit_end = 0;    // first block of the next unit
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block_begin = p;
+    if (!kInt4 || b == unit_end) {
+      if (kMx) {
+        dw = LoadE8M0Half16<kTwo>(p, gs);
+      } else {
+        dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(p), gs);
       }
-    } else if (kMx) {
-      dw = LoadE8M0Half16<kTwo>(es + b * 8, gs);
-    } else {
-      dw = LoadScales16<kTwo>(dsc + b * 8, gs);
+      if (kInt4) zv = LoadZ16<kTwo>(p + 16, gs);
+      p += kHeader;
+      unit_end += bpu;
     }
-    const uint8_t* wb = qs + b * 128;
-    PrefetchAhead<kTwo>(wb, 128, gs);
+    const uint8_t* wb = p;
+    p += 128;
+    PrefetchAhead<kTwo>(block_begin, static_cast<size_t>(p - block_begin), gs);
     __m512i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
@@ -174,14 +172,13 @@ template <typename Ops, int NT, bool kTwo>
 void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
-  const uint8_t* qs = grp;
-  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 dw = LoadScales16<kTwo>(dsc + b * 8, gs);
-    const uint8_t* wb = qs + b * 256;
-    PrefetchAhead<kTwo>(wb, 256, gs);
+    const uint8_t* unit = grp + sh.UnitAt(b);  // d [8] fp16 | qs [8][32]
+    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(unit), gs);
+    const uint8_t* wb = unit + 16;
+    PrefetchAhead<kTwo>(unit, 272, gs);
     __m512i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
@@ -333,29 +330,20 @@ void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, fl
   }
 }
 
-// Whether a one-token tile of type sh runs the 256-bit body (Ops256) instead: that body
-// reads group g, then g + 1, each one sequential stream, where the 512-bit pair reads both at
-// once. Decode is memory-bound, and from DRAM the one-stream order is faster on Zen 5 (48
-// packed 5632 x 2048 matrices, both bodies alternated in one process, 2 threads: q4_K 43.3
-// against 34.0 GB/s on avx512vnni, 44.7 against 32.3 on avx512; q6_K 41.2 / 32.0 and 41.3 /
-// 30.9; q8_0 on avx512vnni 26.4 against 23.4 with one thread, level with two; int4 with
-// groups of 128, whose scale planes are small, 46.2-56.5 against 42.9-44.7). q4_0 (level),
-// mxfp4 and int4 with groups of 32 or 64 stay 512-bit (512-bit against 256-bit: mxfp4 23.2
-// against 19.8 with one thread; int4_g32 38.7 against 34.0, int4_g64 40.1 against 33.8), and
-// so does q8_0 without VNNI (Ops::kQ8_0Decode256 false: the sign trick, 4% within the noise).
-template <typename Ops>
-inline bool OneTokenRuns256(const PackedShape& sh) {
-  return (Ops::kQ8_0Decode256 && sh.type == DType::kQ8_0) || sh.is_q4_k() || sh.is_q6_k() ||
-         (sh.is_int4() && sh.group >= 128);
-}
-
 // The PackedTileFn body: one or two groups per call. Results are the same bits either way
-// (every body follows ref::PackedTile's order).
+// (every body follows ref::PackedTile's order). A one-token (decode) tile runs the 256-bit
+// body: it reads group g, then g + 1, each one sequential stream, where the 512-bit pair reads
+// both at once. Decode is memory-bound, and a core streams one sequential array from DRAM far
+// faster than two: on AMD Zen 4 (two 8-row groups at once against one after the other, one
+// thread) tinyllama-1.1b Q4_0 decode 23.8 against 39.3 tok/s, Q8_0 on the avx512 table (no
+// VNNI) 25.1 against 33.2 with two threads; q4_K / q6_K / q8_0 with VNNI / int4_g128 went the
+// same way on Zen 5 (docs/benchmarks.md). Prefill tiles (2-4 tokens) are compute-bound and
+// keep the 512-bit pair.
 template <typename Ops, typename Ops256>
 void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, int n_grp,
                 float* const* y) {
   static_assert(internal::kMaxTileTokens == 4 && internal::kMaxTileGroups == 2, "tile shape");
-  if (nt == 1 && OneTokenRuns256<Ops>(sh)) {
+  if (nt == 1) {
     packed256::PackedTile<Ops256>(grp, sh, act, nt, n_grp, y);
     return;
   }

@@ -20,7 +20,6 @@ struct VnniOps {
   static __m512i Prep8(__m512i w) { return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))); }
   static __m512i Acc8(__m512i s, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(s, w, x); }
   static constexpr int kBias8 = 128;
-  static constexpr bool kQ8_0Decode256 = true;  // packed_tile512.h: OneTokenRuns256
 };
 
 }  // namespace

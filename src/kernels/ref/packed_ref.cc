@@ -87,29 +87,25 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
            float* const* y, int y_off) {
   const int64_t nb = sh.nb();
   const bool q8 = sh.type == DType::kQ8_0, int4 = sh.is_int4(), mx = sh.is_mxfp4();
-  const int64_t bpg = int4 ? sh.group / 32 : 1;
-  const uint8_t* qs = grp;
-  const auto* dsc = reinterpret_cast<const uint16_t*>(grp + sh.QsBytes());
-  const uint8_t* zs = int4 ? grp + sh.QsBytes() + sh.ng() * internal::kPackRows * 2 : nullptr;
+  const int64_t bpu = sh.BlocksPerUnit();
   for (int t = 0; t < nt; ++t) {
     for (int r = 0; r < internal::kPackRows; ++r) {
       float acc = 0.f;
       for (int64_t b = 0; b < nb; ++b) {
-        const int64_t g = b / bpg;
-        const float dw =
-            mx ? E8M0ToFp32Half(reinterpret_cast<const uint8_t*>(dsc)[b * internal::kPackRows + r])
-               : Fp16ToFp32(dsc[g * internal::kPackRows + r]);
-        const int z = int4 ? zs[g * internal::kPackRows + r] : (q8 || mx ? 0 : 8);
+        const uint8_t* hdr = grp + sh.UnitAt(b / bpu);  // d [8] fp16 (| z [8] u8), or e [8] u8
+        const uint8_t* qb = grp + sh.QsAt(b);
+        const float dw = mx ? E8M0ToFp32Half(hdr[r]) : Fp16ToFp32(reinterpret_cast<const uint16_t*>(hdr)[r]);
+        const int z = int4 ? hdr[16 + r] : (q8 || mx ? 0 : 8);
         const int8_t* xq = act[t].qs + b * 32;
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) {
           int q;
           if (q8) {
-            q = static_cast<int8_t>(qs[b * 256 + (i / 4) * 32 + 4 * r + i % 4]);
+            q = static_cast<int8_t>(qb[(i / 4) * 32 + 4 * r + i % 4]);
           } else if (mx) {
-            q = kMxfp4Values[Nibble(qs + b * 128, r, i)];
+            q = kMxfp4Values[Nibble(qb, r, i)];
           } else {
-            q = Nibble(qs + b * 128, r, i);
+            q = Nibble(qb, r, i);
           }
           isum += q * xq[i];
         }
