@@ -86,6 +86,11 @@ inline void PrefetchAhead(const uint8_t* p, size_t bytes, size_t gs) {
   packed256::PrefetchAhead(p, bytes);
   if (kTwo) packed256::PrefetchAhead(p + gs, bytes);
 }
+template <bool kTwo>
+inline void PrefetchPart(const uint8_t* p, size_t bytes, int part, size_t gs) {
+  packed256::PrefetchPart<8>(p, bytes, part);
+  if (kTwo) packed256::PrefetchPart<8>(p + gs, bytes, part);
+}
 
 // Keeps GCC from re-associating the unrolled integer chains into a tree that spills.
 inline void KeepInRegister(__m512i& v) {
@@ -209,10 +214,10 @@ void TileK4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < sh.nsb(); ++i) {
     const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK4PackedSbBytes;
-    PrefetchAhead<kTwo>(sb, internal::kK4PackedSbBytes, gs);
     __m512i S[NT], M[NT];
     for (int t = 0; t < NT; ++t) S[t] = M[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
+      PrefetchPart<kTwo>(sb, internal::kK4PackedSbBytes, j, gs);
       const uint8_t* wb = sb + j * 128;
       __m512i s[NT];
       for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
@@ -276,7 +281,6 @@ void TileK6(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < sh.nsb(); ++i) {
     const uint8_t* sb = grp + static_cast<size_t>(i) * internal::kK6PackedSbBytes;
-    PrefetchAhead<kTwo>(sb, internal::kK6PackedSbBytes, gs);
     __m512i S[NT];
     for (int t = 0; t < NT; ++t) S[t] = _mm512_setzero_si512();
     // Sub-block j = 2c + half: the lo (half 0) or hi (half 1) nibbles of chunk c.
@@ -301,6 +305,7 @@ void TileK6(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, flo
       }
     };
     for (int c = 0; c < 8; ++c) {
+      PrefetchPart<kTwo>(sb, internal::kK6PackedSbBytes, c, gs);
       const uint8_t* ch = sb + c * internal::kK6ChunkBytes;
       sub_block(ch, 2 * c, std::integral_constant<int, 0>{});
       sub_block(ch, 2 * c + 1, std::integral_constant<int, 1>{});
