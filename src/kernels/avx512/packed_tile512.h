@@ -342,8 +342,9 @@ void TileAny(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, fl
 // faster than two: on AMD Zen 4 (two 8-row groups at once against one after the other, one
 // thread) tinyllama-1.1b Q4_0 decode 23.8 against 39.3 tok/s, Q8_0 on the avx512 table (no
 // VNNI) 25.1 against 33.2 with two threads; q4_K / q6_K / q8_0 with VNNI / int4_g128 went the
-// same way on Zen 5 (docs/benchmarks.md). Prefill tiles (2-4 tokens) are compute-bound and
-// keep the 512-bit pair.
+// same way on Zen 5 (docs/benchmarks.md; mxfp4 and int4 with groups of 32 / 64, 512-bit there
+// with the old two-plane layout, are not re-measured on Zen 5). Prefill tiles (2-4 tokens) are
+// compute-bound and keep the 512-bit pair.
 template <typename Ops, typename Ops256>
 void PackedTile(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, int nt, int n_grp,
                 float* const* y) {
