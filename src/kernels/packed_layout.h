@@ -72,6 +72,15 @@ inline constexpr size_t kK6DOffset = kK6ScOffset + 16 * 8;  // d [8] fp16
 inline constexpr size_t kK6PackedSbBytes = kK6DOffset + 16;
 static_assert(kK6PackedSbBytes == 8 * sizeof(block_q6_K), "packed q6_K: the q6_K bytes, reordered");
 
+// The 4-bit formats the packed micro-kernels' Tile4 reads (one body, three ways to read a nibble):
+// q4_0 (fp16 d per block, z = 8), Ferry int4 (fp16 d and u8 z per group), MXFP4 (e8m0 per block;
+// a code looks up kMxfp4Values + 12 in [0, 24], and 12 * s comes off as q4_0's 8 * s does).
+enum class FourBit { kQ4_0, kInt4, kMxfp4 };
+// A unit's header bytes (layout above); q8_0's is q4_0's (8 fp16 d).
+inline constexpr size_t UnitHeaderBytes(FourBit k) {
+  return k == FourBit::kInt4 ? 24 : k == FourBit::kMxfp4 ? 8 : 16;
+}
+
 struct PackedShape {
   DType type;
   int64_t n_out, n_in;
@@ -88,7 +97,9 @@ struct PackedShape {
   bool is_mxfp4() const { return type == DType::kMXFP4; }
   // q4_0 / q8_0 / mxfp4 / int4 units (layout above); q4_K / q6_K keep each super-block's
   // quants and scales together instead (these are unused for them).
-  size_t HeaderBytes() const { return is_int4() ? 24 : is_mxfp4() ? 8 : 16; }
+  size_t HeaderBytes() const {
+    return UnitHeaderBytes(is_int4() ? FourBit::kInt4 : is_mxfp4() ? FourBit::kMxfp4 : FourBit::kQ4_0);
+  }
   size_t BlockQsBytes() const { return type == DType::kQ8_0 ? 256 : 128; }
   int64_t BlocksPerUnit() const { return group / 32; }
   size_t UnitBytes() const { return HeaderBytes() + static_cast<size_t>(BlocksPerUnit()) * BlockQsBytes(); }
@@ -132,10 +143,6 @@ inline PackedAct PackedActAt(const void* base, int64_t n_in) {
           reinterpret_cast<const int32_t*>(p + nb * 36)};
 }
 
-// The 4-bit formats the packed micro-kernels' Tile4 reads (one body, three ways to read a nibble):
-// q4_0 (fp16 d per block, z = 8), Ferry int4 (fp16 d and u8 z per group), MXFP4 (e8m0 per block;
-// a code looks up kMxfp4Values + 12 in [0, 24], and 12 * s comes off as q4_0's 8 * s does).
-enum class FourBit { kQ4_0, kInt4, kMxfp4 };
 inline constexpr int kMxfp4Bias = 12;
 // kMxfp4Values + kMxfp4Bias: the 16-entry table of the kernels' byte shuffle.
 alignas(16) inline constexpr int8_t kMxfp4Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24,

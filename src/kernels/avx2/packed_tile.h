@@ -64,7 +64,7 @@ inline void PrefetchPart(const uint8_t* p, size_t bytes, int part) {
 template <typename Ops, int NT, FourBit kKind>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
-  constexpr size_t kHeader = kInt4 ? 24 : kMx ? 8 : 16;  // PackedShape::HeaderBytes
+  constexpr size_t kHeader = internal::UnitHeaderBytes(kKind);
   const int64_t nb = sh.nb();
   const int64_t bpu = sh.BlocksPerUnit();
   const __m256i m4 = _mm256_set1_epi8(0x0F);

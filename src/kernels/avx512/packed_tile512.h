@@ -112,7 +112,7 @@ inline void Store(float* y, __m512 v) {
 template <typename Ops, int NT, FourBit kKind, bool kTwo>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
-  constexpr size_t kHeader = kInt4 ? 24 : kMx ? 8 : 16;  // PackedShape::HeaderBytes
+  constexpr size_t kHeader = internal::UnitHeaderBytes(kKind);
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
   const int64_t bpu = sh.BlocksPerUnit();
