@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "base/progress.h"
 #include "formats/gguf.h"
@@ -97,23 +98,6 @@ bool IsSourceOnlyKey(const std::string& key) {
   return key.rfind("ferry.source.", 0) == 0 || key == gguf::kAlignmentKey;
 }
 
-class FileCloser {
- public:
-  explicit FileCloser(std::FILE* f) : f_(f) {}
-  ~FileCloser() {
-    if (f_) std::fclose(f_);
-  }
-  std::FILE* get() const { return f_; }
-  int Close() {
-    int rc = std::fclose(f_);
-    f_ = nullptr;
-    return rc;
-  }
-
- private:
-  std::FILE* f_;
-};
-
 Status WriteAll(std::FILE* f, const void* data, size_t n, const std::string& path) {
   if (n > 0 && std::fwrite(data, 1, n, f) != n) return IoError("{}: write failed (disk full?)", path);
   return Status::Ok();
@@ -121,8 +105,9 @@ Status WriteAll(std::FILE* f, const void* data, size_t n, const std::string& pat
 
 }  // namespace
 
-Status WriteGguf(const std::string& path, const Metadata& metadata,
-                 const std::vector<GgufTensorToWrite>& tensors, const GgufWriteOptions& options) {
+StatusOr<GgufStreamWriter> GgufStreamWriter::Create(const std::string& path, const Metadata& metadata,
+                                                    std::vector<GgufTensorInfo> tensors,
+                                                    const GgufWriteOptions& options) {
   const uint64_t align = options.alignment;
   if (align == 0 || (align & (align - 1)) != 0)
     return InvalidArgumentError("GGUF alignment must be a power of two, got {}", align);
@@ -148,11 +133,11 @@ Status WriteGguf(const std::string& path, const Metadata& metadata,
     Put<uint32_t>(&head, static_cast<uint32_t>(align));
   }
 
+  GgufStreamWriter w;
+  w.align_ = align;
   std::unordered_set<std::string> names;
   uint64_t offset = 0;  // relative to the data section
-  std::vector<uint64_t> offsets;
-  offsets.reserve(tensors.size());
-  for (const GgufTensorToWrite& t : tensors) {
+  for (const GgufTensorInfo& t : tensors) {
     if (!names.insert(t.name).second)
       return InvalidArgumentError("GGUF writer: duplicate tensor '{}'", t.name);
     if (t.shape.size() > gguf::kMaxDims)
@@ -169,73 +154,129 @@ Status WriteGguf(const std::string& path, const Metadata& metadata,
       return InvalidArgumentError(
           "GGUF writer: tensor '{}' row length {} is not a multiple of the {} block size", t.name, ne0,
           DTypeName(t.dtype));
-    if (rows * *row != t.nbytes || (t.nbytes > 0 && t.data == nullptr))
-      return InvalidArgumentError("GGUF writer: tensor '{}' {} shape needs {} bytes but {} were given",
-                                  t.name, DTypeName(t.dtype), rows * *row, t.nbytes);
     PutString(&head, t.name);
     Put<uint32_t>(&head, static_cast<uint32_t>(t.shape.size()));
     for (size_t d = t.shape.size(); d-- > 0;) Put<uint64_t>(&head, static_cast<uint64_t>(t.shape[d]));
     Put<uint32_t>(&head, static_cast<uint32_t>(t.dtype));
     Put<uint64_t>(&head, offset);
-    offsets.push_back(offset);
-    offset = AlignUp(offset + t.nbytes, align);
+    w.offsets_.push_back(offset);
+    w.nbytes_.push_back(rows * *row);
+    w.total_ += rows * *row;
+    offset = AlignUp(offset + rows * *row, align);
   }
   if (!tensors.empty()) head.resize(AlignUp(head.size(), align), '\0');
 
-  const std::string tmp = path + ".tmp";
-  FileCloser file(std::fopen(tmp.c_str(), "wb"));
-  if (!file.get()) return IoError("cannot create '{}'", tmp);
-  auto fail = [&](Status st) {
-    file.Close();
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    return st;
-  };
-  if (Status st = WriteAll(file.get(), head.data(), head.size(), tmp); !st.ok()) return fail(st);
+  w.path_ = path;
+  w.tmp_ = path + ".tmp";
+  w.tensors_ = std::move(tensors);
+  w.file_ = std::fopen(w.tmp_.c_str(), "wb");
+  if (!w.file_) return IoError("cannot create '{}'", w.tmp_);
+  FERRY_RETURN_IF_ERROR(w.Fail(WriteAll(w.file_, head.data(), head.size(), w.tmp_)));
+  w.bar_ = std::make_unique<ProgressBar>(
+      options.progress_label.empty() ? "writing " + path : options.progress_label,
+      static_cast<int64_t>(w.total_), options.show_progress);
+  return w;
+}
 
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += t.nbytes;
-  ProgressBar bar("writing " + path, static_cast<int64_t>(total), options.show_progress);
-  uint64_t done = 0, pos = 0;
-  static const char kZeros[256] = {};
-  constexpr size_t kChunk = size_t{64} << 20;
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const GgufTensorToWrite& t = tensors[k];
-    while (pos < offsets[k]) {  // padding up to the aligned offset
-      size_t n = static_cast<size_t>(std::min<uint64_t>(offsets[k] - pos, sizeof(kZeros)));
-      if (Status st = WriteAll(file.get(), kZeros, n, tmp); !st.ok()) return fail(st);
-      pos += n;
-    }
-    const char* p = static_cast<const char*>(t.data);
-    for (size_t at = 0; at < t.nbytes; at += kChunk) {
-      size_t n = std::min(kChunk, t.nbytes - at);
-      if (Status st = WriteAll(file.get(), p + at, n, tmp); !st.ok()) return fail(st);
-      done += n;
-      bar.Update(static_cast<int64_t>(done), t.name);
-    }
-    pos += t.nbytes;
+GgufStreamWriter::GgufStreamWriter(GgufStreamWriter&& other) noexcept {
+  *this = std::move(other);
+}
+
+GgufStreamWriter& GgufStreamWriter::operator=(GgufStreamWriter&& other) noexcept {
+  if (this != &other) {
+    Abandon();
+    path_ = std::move(other.path_);
+    tmp_ = std::exchange(other.tmp_, std::string());
+    file_ = std::exchange(other.file_, nullptr);
+    tensors_ = std::move(other.tensors_);
+    offsets_ = std::move(other.offsets_);
+    nbytes_ = std::move(other.nbytes_);
+    align_ = other.align_;
+    pos_ = other.pos_;
+    written_ = other.written_;
+    total_ = other.total_;
+    next_ = other.next_;
+    bar_ = std::move(other.bar_);
   }
-  if (!tensors.empty()) {  // ggml pads the last tensor too
-    uint64_t end = AlignUp(pos, align);
-    while (pos < end) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(end - pos, sizeof(kZeros)));
-      if (Status st = WriteAll(file.get(), kZeros, n, tmp); !st.ok()) return fail(st);
-      pos += n;
-    }
-  }
-  bar.Finish();
-  if (file.Close() != 0) {
+  return *this;
+}
+
+GgufStreamWriter::~GgufStreamWriter() {
+  Abandon();
+}
+
+void GgufStreamWriter::Abandon() {
+  if (file_) std::fclose(std::exchange(file_, nullptr));
+  if (!tmp_.empty()) {
     std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    return IoError("{}: write failed on close (disk full?)", tmp);
+    std::filesystem::remove(tmp_, ec);
+    tmp_.clear();
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return IoError("cannot rename '{}' to '{}': {}", tmp, path, ec.message());
+}
+
+Status GgufStreamWriter::Fail(Status status) {
+  if (!status.ok()) Abandon();
+  return status;
+}
+
+Status GgufStreamWriter::Pad(uint64_t to) {
+  static const char kZeros[256] = {};
+  while (pos_ < to) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(to - pos_, sizeof(kZeros)));
+    FERRY_RETURN_IF_ERROR(WriteAll(file_, kZeros, n, tmp_));
+    pos_ += n;
   }
   return Status::Ok();
+}
+
+Status GgufStreamWriter::Append(const void* data, size_t nbytes) {
+  if (file_ == nullptr) return InvalidArgumentError("GGUF writer for '{}': the file was abandoned", path_);
+  if (next_ >= tensors_.size())
+    return Fail(InvalidArgumentError("GGUF writer for '{}': all {} tensors were already written", path_,
+                                     tensors_.size()));
+  const GgufTensorInfo& t = tensors_[next_];
+  if (nbytes != nbytes_[next_] || (nbytes > 0 && data == nullptr))
+    return Fail(InvalidArgumentError("GGUF writer: tensor '{}' {} shape needs {} bytes but {} were given",
+                                     t.name, DTypeName(t.dtype), nbytes_[next_], nbytes));
+  FERRY_RETURN_IF_ERROR(Fail(Pad(offsets_[next_])));
+  constexpr size_t kChunk = size_t{64} << 20;
+  const char* p = static_cast<const char*>(data);
+  for (size_t at = 0; at < nbytes; at += kChunk) {
+    const size_t n = std::min(kChunk, nbytes - at);
+    FERRY_RETURN_IF_ERROR(Fail(WriteAll(file_, p + at, n, tmp_)));
+    written_ += n;
+    bar_->Update(static_cast<int64_t>(written_), t.name);
+  }
+  pos_ += nbytes;
+  ++next_;
+  return Status::Ok();
+}
+
+Status GgufStreamWriter::Finish() {
+  if (file_ == nullptr) return InvalidArgumentError("GGUF writer for '{}': the file was abandoned", path_);
+  if (next_ != tensors_.size())
+    return Fail(InvalidArgumentError("GGUF writer for '{}': {} of {} tensors written (next: '{}')", path_,
+                                     next_, tensors_.size(), tensors_[next_].name));
+  if (!tensors_.empty()) FERRY_RETURN_IF_ERROR(Fail(Pad(AlignUp(pos_, align_))));  // ggml pads the last too
+  bar_->Finish();
+  const int rc = std::fclose(std::exchange(file_, nullptr));
+  if (rc != 0) return Fail(IoError("{}: write failed on close (disk full?)", tmp_));
+  std::error_code ec;
+  std::filesystem::rename(tmp_, path_, ec);
+  if (ec) return Fail(IoError("cannot rename '{}' to '{}': {}", tmp_, path_, ec.message()));
+  tmp_.clear();  // nothing left to remove
+  return Status::Ok();
+}
+
+Status WriteGguf(const std::string& path, const Metadata& metadata,
+                 const std::vector<GgufTensorToWrite>& tensors, const GgufWriteOptions& options) {
+  std::vector<GgufTensorInfo> infos;
+  infos.reserve(tensors.size());
+  for (const GgufTensorToWrite& t : tensors) infos.push_back({t.name, t.dtype, t.shape});
+  FERRY_ASSIGN_OR_RETURN(GgufStreamWriter writer,
+                         GgufStreamWriter::Create(path, metadata, std::move(infos), options));
+  for (const GgufTensorToWrite& t : tensors) FERRY_RETURN_IF_ERROR(writer.Append(t.data, t.nbytes));
+  return writer.Finish();
 }
 
 }  // namespace ferry::formats

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "base/check.h"
-#include "base/progress.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
@@ -506,26 +505,16 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
   using K = PlannedTensor::Kind;
   const std::vector<PlannedTensor> plan = PlanTensors(p);
 
-  int64_t total_elems = 0;
-  for (const auto& t : plan) {
-    int64_t elems = 1;
-    for (int64_t d : t.shape) elems *= d;
-    total_elems += elems;
+  // Every tensor's type first (the header lists them all), then each one made and written in
+  // turn: memory holds one tensor, not the model.
+  std::vector<DType> types;                    // [plan]
+  std::vector<formats::GgufTensorInfo> infos;  // plan's tensors, each W8A8 matrix followed by its scales
+  for (const PlannedTensor& t : plan) {
     // int4_g128 needs rows of whole 128-element groups (e.g. tinyllama-1.1b, not smollm-135m).
     if (t.kind == K::kMatrix && t.shape.back() % Traits(options.type).block_size != 0)
       return InvalidArgumentError("preset '{}' has rows of {} elements, not a multiple of {}'s block of {}",
                                   p.name, t.shape.back(), DTypeName(options.type),
                                   Traits(options.type).block_size);
-  }
-  ProgressBar progress("making " + p.name, total_elems, options.show_progress);
-  ThreadPool pool(options.threads);
-  std::vector<std::vector<uint8_t>> storage(plan.size());
-  std::vector<std::vector<float>> w8a8_scales;  // [rows] per W8A8 matrix, then [1] input scales
-  w8a8_scales.reserve(2 * plan.size());
-  std::vector<formats::GgufTensorToWrite> tensors;
-  int64_t done = 0;
-  for (size_t ti = 0; ti < plan.size(); ++ti) {
-    const PlannedTensor& t = plan[ti];
     DType type = t.kind != K::kMatrix ? DType::kF32
                  : options.q4_k_m     ? MatrixTypeQ4_K_M(t.name, p.tied_embeddings, p.n_layers)
                                       : options.type;
@@ -535,43 +524,56 @@ Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions&
     const bool w8a8_matrix =
         w8a8 && type == DType::kI8 && t.name.rfind("blk.", 0) == 0 && t.shape.size() == 2;
     if (w8a8 && type == DType::kI8 && !w8a8_matrix) type = DType::kQ8_0;
+    types.push_back(type);
+    infos.push_back({t.name, type, t.shape});
+    if (w8a8_matrix) {
+      infos.push_back({t.name + "_scale", DType::kF32, {t.shape[0]}});
+      if (options.w8a8_input_scale > 0.f) {
+        const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
+        infos.push_back({stem + ".input_scale", DType::kF32, {1}});
+      }
+    }
+  }
+  formats::GgufWriteOptions wopts;
+  wopts.show_progress = options.show_progress;
+  wopts.progress_label = "making " + p.name;
+  FERRY_ASSIGN_OR_RETURN(formats::GgufStreamWriter writer,
+                         formats::GgufStreamWriter::Create(path, md, std::move(infos), wopts));
+  ThreadPool pool(options.threads);
+  std::vector<uint8_t> storage;  // the tensor being made: [rows, row_bytes]
+  std::vector<float> scales;     // [rows] of a W8A8 matrix
+  for (size_t ti = 0; ti < plan.size(); ++ti) {
+    const PlannedTensor& t = plan[ti];
+    const DType type = types[ti];
+    const bool w8a8_matrix = type == DType::kI8;
     int64_t rows = 1;  // every dim but the innermost
     for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
     const int64_t cols = t.shape.back();
-    if (w8a8_matrix) w8a8_scales.emplace_back(static_cast<size_t>(rows));
     const size_t row_bytes = RowBytes(type, cols);
-    storage[ti].resize(row_bytes * static_cast<size_t>(rows));
-    uint8_t* dst = storage[ti].data();
+    storage.resize(row_bytes * static_cast<size_t>(rows));
+    if (w8a8_matrix) scales.resize(static_cast<size_t>(rows));
+    uint8_t* dst = storage.data();
     pool.ParallelFor(rows, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(cols));  // [cols]
       for (int64_t r = r0; r < r1; ++r) {
         const uint64_t seed = options.seed ^ (ti << 40) ^ static_cast<uint64_t>(r) * 0x9E37ull;
         FillRow(t, options, seed, row.data(), cols);
         if (w8a8_matrix) {
-          w8a8_scales.back()[static_cast<size_t>(r)] = QuantizeRowInt8(
+          scales[static_cast<size_t>(r)] = QuantizeRowInt8(
               row.data(), cols, reinterpret_cast<int8_t*>(dst + row_bytes * static_cast<size_t>(r)));
         } else {
           kernels::QuantizeRow(type, row.data(), dst + row_bytes * static_cast<size_t>(r), cols);
         }
       }
     });
-    done += rows * cols;
-    progress.Update(done);
-    tensors.push_back({t.name, type, t.shape, storage[ti].data(), storage[ti].size()});
+    FERRY_RETURN_IF_ERROR(writer.Append(storage.data(), storage.size()));
     if (w8a8_matrix) {
-      const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
-      const std::vector<float>& sc = w8a8_scales.back();
-      tensors.push_back({t.name + "_scale", DType::kF32, {t.shape[0]}, sc.data(), sc.size() * sizeof(float)});
-      if (options.w8a8_input_scale > 0.f) {
-        const std::vector<float>& in = w8a8_scales.emplace_back(1, options.w8a8_input_scale);
-        tensors.push_back({stem + ".input_scale", DType::kF32, {1}, in.data(), sizeof(float)});
-      }
+      FERRY_RETURN_IF_ERROR(writer.Append(scales.data(), scales.size() * sizeof(float)));
+      if (options.w8a8_input_scale > 0.f)
+        FERRY_RETURN_IF_ERROR(writer.Append(&options.w8a8_input_scale, sizeof(float)));
     }
   }
-  progress.Finish();
-  formats::GgufWriteOptions wopts;
-  wopts.show_progress = options.show_progress;
-  return formats::WriteGguf(path, md, tensors, wopts);
+  return writer.Finish();
 }
 
 }  // namespace ferry

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,80 @@ TEST(GgufWriter, RejectsBadInput) {
   Metadata mixed;
   mixed.Set("x", MetaValue::Array(Type::kI32, {MetaValue::String("no")}));
   EXPECT_FALSE(WriteGguf(path, mixed, {}).ok());
+}
+
+bool Exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+// The streamed writer takes tensors one at a time in the header's order and leaves a file under
+// the real name only after Finish(): an abandoned, short or oversize write leaves the previous
+// file untouched and no temp file behind.
+TEST(GgufStreamWriter, WritesInOrderAndNeverLeavesAHalfFile) {
+  const std::string path = ::ferry::testing::TempDir() + "/stream.gguf";
+  Metadata meta;
+  meta.SetString("general.architecture", "llama");
+  std::vector<float> a = {1, 2, 3, 4};     // [4]
+  std::vector<float> b = {5, 6, 7, 8, 9};  // [5]
+  const std::vector<GgufTensorInfo> infos = {{"a", DType::kF32, {4}}, {"b", DType::kF32, {5}}};
+  ASSERT_TRUE(WriteGguf(path, meta, {{"old", DType::kF32, {4}, a.data(), 16}}).ok());
+  const std::vector<uint8_t> old_bytes = ::ferry::testing::ReadFileBytes(path);
+
+  {  // abandoned after one tensor
+    auto w = GgufStreamWriter::Create(path, meta, infos);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE(w->Append(a.data(), 16).ok());
+    EXPECT_EQ(w->next(), 1u);
+    EXPECT_TRUE(Exists(path + ".tmp"));
+  }
+  EXPECT_FALSE(Exists(path + ".tmp"));
+  EXPECT_EQ(::ferry::testing::ReadFileBytes(path), old_bytes);
+
+  {  // Finish() before every tensor: an error naming the next one, and no file
+    auto w = GgufStreamWriter::Create(path, meta, infos);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Append(a.data(), 16).ok());
+    const Status st = w->Finish();
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("1 of 2 tensors written (next: 'b')"), std::string::npos) << st.message();
+    EXPECT_FALSE(Exists(path + ".tmp"));
+    EXPECT_FALSE(w->Append(b.data(), 20).ok());  // abandoned for good
+  }
+  {  // a wrong size is refused and abandons the file
+    auto w = GgufStreamWriter::Create(path, meta, infos);
+    ASSERT_TRUE(w.ok());
+    const Status st = w->Append(a.data(), 12);
+    EXPECT_NE(st.message().find("'a' f32 shape needs 16 bytes but 12 were given"), std::string::npos)
+        << st.message();
+    EXPECT_FALSE(Exists(path + ".tmp"));
+  }
+  {  // one tensor too many
+    auto w = GgufStreamWriter::Create(path, meta, {{"a", DType::kF32, {4}}});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Append(a.data(), 16).ok());
+    EXPECT_FALSE(w->Append(a.data(), 16).ok());
+    EXPECT_FALSE(w->Finish().ok());
+  }
+  EXPECT_EQ(::ferry::testing::ReadFileBytes(path), old_bytes);
+
+  // Moved, then finished: the file WriteGguf writes for the same tensors, byte for byte.
+  auto w = GgufStreamWriter::Create(path, meta, infos);
+  ASSERT_TRUE(w.ok());
+  GgufStreamWriter moved = std::move(*w);
+  ASSERT_TRUE(moved.Append(a.data(), 16).ok());
+  ASSERT_TRUE(moved.Append(b.data(), 20).ok());
+  ASSERT_TRUE(moved.Finish().ok());
+  EXPECT_FALSE(Exists(path + ".tmp"));
+  const std::string whole = ::ferry::testing::TempDir() + "/whole.gguf";
+  ASSERT_TRUE(
+      WriteGguf(whole, meta, {{"a", DType::kF32, {4}, a.data(), 16}, {"b", DType::kF32, {5}, b.data(), 20}})
+          .ok());
+  EXPECT_EQ(::ferry::testing::ReadFileBytes(path), ::ferry::testing::ReadFileBytes(whole));
+  auto src = OpenGguf(path);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_EQ((*src)->tensors().size(), 2u);
+  EXPECT_EQ(std::memcmp((*src)->FindTensor("b")->data, b.data(), 20), 0);
 }
 
 }  // namespace
