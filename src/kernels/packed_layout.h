@@ -76,10 +76,15 @@ static_assert(kK6PackedSbBytes == 8 * sizeof(block_q6_K), "packed q6_K: the q6_K
 // q4_0 (fp16 d per block, z = 8), Ferry int4 (fp16 d and u8 z per group), MXFP4 (e8m0 per block;
 // a code looks up kMxfp4Values + 12 in [0, 24], and 12 * s comes off as q4_0's 8 * s does).
 enum class FourBit { kQ4_0, kInt4, kMxfp4 };
-// A unit's header bytes (layout above); q8_0's is q4_0's (8 fp16 d).
+// A unit header's parts (layout above): d [8] fp16 (q4_0, q8_0, int4), then int4's z [8] u8;
+// mxfp4's header is e [8] u8 alone.
+inline constexpr size_t kUnitDBytes = 2 * kPackRows;
+inline constexpr size_t kInt4ZOffset = kUnitDBytes;
 inline constexpr size_t UnitHeaderBytes(FourBit k) {
-  return k == FourBit::kInt4 ? 24 : k == FourBit::kMxfp4 ? 8 : 16;
+  return k == FourBit::kInt4 ? kInt4ZOffset + kPackRows : k == FourBit::kMxfp4 ? kPackRows : kUnitDBytes;
 }
+inline constexpr size_t kQ8_0UnitBytes = kUnitDBytes + 8 * 32;  // d [8] fp16 | qs [8][32] i8
+static_assert(UnitHeaderBytes(FourBit::kInt4) == 24 && kQ8_0UnitBytes == 272, "the layout above");
 
 struct PackedShape {
   DType type;

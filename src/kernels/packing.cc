@@ -160,7 +160,7 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
     for (int64_t g = 0; g < sh.ng(); ++g) {
       uint8_t* src = row + g * gb;
       mv(grp + sh.UnitAt(g) + 2 * r, src, 2);
-      mv(grp + sh.UnitAt(g) + 16 + r, src + 2, 1);
+      mv(grp + sh.UnitAt(g) + kInt4ZOffset + r, src + 2, 1);
       if (!kToPacked) src[3] = 0;
       const int64_t blocks = std::min(bpg, nb - g * bpg);  // fewer in a ragged last group
       for (int64_t k = 0; k < blocks; ++k) mv4(g * bpg + k, src + 4 + 16 * k);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/kernels.h"
+#include "model/linear.h"
 #include "model/parallel.h"
 
 namespace ferry {
@@ -57,36 +58,22 @@ int64_t ExpertCapacity(int32_t k, double factor, int64_t n_tokens, int32_t n_exp
 
 namespace {
 
-// Checks a tensor and returns the matrices it holds: one [n_out, n_in] matrix, or a 3-D
-// [n_expert, n_out, n_in] tensor split into n_expert contiguous slices.
+// The matrices a tensor holds, checked as every linear is (model/linear.cc): one [n_out, n_in]
+// matrix, or a 3-D [n_expert, n_out, n_in] tensor split into n_expert contiguous slices.
 StatusOr<std::vector<ExpertMatrix>> ReadMatrices(const formats::WeightSource& src, const std::string& name,
                                                  int64_t n_mats, int64_t n_out, int64_t n_in) {
-  const formats::TensorRef* t = src.FindTensor(name);
-  if (!t) return NotFoundError("'{}': tensor '{}' is missing", src.path(), name);
-  const bool want3d = n_mats > 1;
-  const bool shape_ok =
-      want3d ? (t->shape.size() == 3 && t->shape[0] == n_mats && t->shape[1] == n_out && t->shape[2] == n_in)
-             : (t->shape.size() == 2 && t->shape[0] == n_out && t->shape[1] == n_in);
-  if (!shape_ok) {
-    if (want3d)
-      return InvalidArgumentError(
-          "'{}': tensor '{}' has shape {}, expected [{}, {}, {}] (experts, rows, columns)", src.path(), name,
-          t->ShapeString(), n_mats, n_out, n_in);
-    return InvalidArgumentError("'{}': tensor '{}' has shape {}, expected [{}, {}]", src.path(), name,
-                                t->ShapeString(), n_out, n_in);
+  std::vector<Linear> lins;
+  if (n_mats > 1) {
+    FERRY_ASSIGN_OR_RETURN(lins, LoadLinearStack(src, name, n_mats, n_out, n_in));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(Linear lin, LoadLinear(src, name, n_out, n_in));
+    if (lin.IsW8A8())
+      return UnsupportedError("'{}': tensor '{}' is W8A8 int8; Ferry's MoE layers take no W8A8 matrices",
+                              src.path(), name);
+    lins.push_back(lin);
   }
-  if (!kernels::CanMatMul(t->dtype) && !kernels::CanPack(t->dtype, n_in))
-    return UnsupportedError("'{}': tensor '{}' has type {}, which Ferry cannot compute with yet", src.path(),
-                            name, DTypeName(t->dtype));
-  auto row = RowBytesChecked(t->dtype, n_in);
-  const size_t mat_bytes = row ? *row * static_cast<size_t>(n_out) : 0;
-  if (!row || mat_bytes * static_cast<size_t>(n_mats) != t->nbytes)
-    return InvalidArgumentError("'{}': tensor '{}' byte size {} does not match its shape", src.path(), name,
-                                t->nbytes);
   std::vector<ExpertMatrix> out;
-  for (int64_t e = 0; e < n_mats; ++e)
-    out.push_back(ExpertMatrix{static_cast<const uint8_t*>(t->data) + mat_bytes * static_cast<size_t>(e),
-                               t->dtype, n_out, n_in, mat_bytes, nullptr});
+  for (const Linear& l : lins) out.push_back(ExpertMatrix{l.data, l.type, l.n_out, l.n_in, l.bytes, nullptr});
   return out;
 }
 

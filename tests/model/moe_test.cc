@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -423,6 +424,71 @@ TEST(MoeConfig, BadExpertCountsAreClearErrors) {
   EXPECT_TRUE(c->IsMoe());
   EXPECT_EQ(c->expert_ffn_dim, 128);  // Mixtral: the expert width is feed_forward_length
   EXPECT_TRUE(c->expert_weights_norm);
+}
+
+// Expert tensors are checked as every linear is: a transposed stack, a missing tensor, a
+// per-expert int8 tensor (W8A8 is for dense linears only) and an uncomputable type are errors
+// that name the file and the tensor.
+TEST(MoeConfig, BadExpertTensorsAreClearErrors) {
+  MoeFixture f = Make("moe-tiny", DType::kF32);
+  const ModelConfig& c = f.cfg;
+  const int64_t E = c.n_expert, ffn = c.expert_ffn_dim, dim = c.dim;
+  const std::vector<int8_t> i8(static_cast<size_t>(ffn * dim), 1);
+  const std::vector<float> any(static_cast<size_t>(E * ffn * dim), 0.5f);
+  struct Case {
+    std::string what, tensor, expect;
+    std::function<void(std::vector<formats::GgufTensorToWrite>&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"transposed stack", "blk.0.ffn_up_exps.weight", "expected [",
+       [&](auto& ts) {
+         for (auto& t : ts)
+           if (t.name == "blk.0.ffn_up_exps.weight") t.shape = {E, dim, ffn};
+       }},
+      {"missing", "blk.0.ffn_down_exps.weight", "is missing",
+       [&](auto& ts) {
+         std::erase_if(ts, [](const auto& t) { return t.name == "blk.0.ffn_down_exps.weight"; });
+       }},
+      {"per-expert W8A8", "blk.0.ffn_gate.0.weight", "no W8A8",
+       [&](auto& ts) {
+         std::erase_if(ts, [](const auto& t) { return t.name == "blk.0.ffn_gate_exps.weight"; });
+         for (int64_t e = 0; e < E; ++e)
+           ts.push_back({"blk.0.ffn_gate." + std::to_string(e) + ".weight",
+                         e == 0 ? DType::kI8 : DType::kF32,
+                         {ffn, dim},
+                         e == 0 ? static_cast<const void*>(i8.data()) : any.data(),
+                         static_cast<size_t>(ffn * dim) * (e == 0 ? 1 : 4)});
+         ts.push_back(
+             {"blk.0.ffn_gate.0.weight_scale", DType::kF32, {ffn}, any.data(), static_cast<size_t>(ffn) * 4});
+       }},
+      {"uncomputable type", "blk.0.ffn_up_exps.weight", "cannot compute",
+       [&](auto& ts) {
+         for (auto& t : ts)
+           if (t.name == "blk.0.ffn_up_exps.weight") {
+             t.dtype = DType::kI32;
+             t.nbytes = static_cast<size_t>(E * ffn * dim) * 4;
+             t.data = any.data();
+           }
+       }},
+  };
+  ThreadPool pool(2);
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    std::vector<formats::GgufTensorToWrite> tensors;
+    for (const formats::TensorRef& t : f.src->tensors())
+      tensors.push_back({t.name, t.dtype, t.shape, t.data, t.nbytes});
+    k.edit(tensors);
+    const std::string path = testing::TempDir() + "/moe-bad-experts.gguf";
+    ASSERT_TRUE(formats::WriteGguf(path, f.src->metadata(), tensors, {}).ok());
+    auto src = formats::OpenWeightSource(path);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    auto layer = MoeFfn::Load(**src, c, 0, true, &pool);
+    ASSERT_FALSE(layer.ok());
+    const std::string msg = layer.status().ToString();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(k.tensor), std::string::npos) << msg;
+    EXPECT_NE(msg.find(k.expect), std::string::npos) << msg;
+  }
 }
 
 }  // namespace

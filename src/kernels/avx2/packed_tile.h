@@ -84,7 +84,9 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
       } else {
         dw = LoadScales8(reinterpret_cast<const uint16_t*>(p));
       }
-      if (kInt4) zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16)));
+      if (kInt4)
+        zv = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + internal::kInt4ZOffset)));
       p += kHeader;
       unit_end += bpu;
     }
@@ -133,8 +135,8 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* unit = grp + sh.UnitAt(b);  // d [8] fp16 | qs [8][32]
     const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(unit));
-    const uint8_t* wb = unit + 16;
-    PrefetchAhead(unit, 272);
+    const uint8_t* wb = unit + internal::kUnitDBytes;
+    PrefetchAhead(unit, internal::kQ8_0UnitBytes);
     __m256i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {

@@ -133,7 +133,7 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
       } else {
         dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(p), gs);
       }
-      if (kInt4) zv = LoadZ16<kTwo>(p + 16, gs);
+      if (kInt4) zv = LoadZ16<kTwo>(p + internal::kInt4ZOffset, gs);
       p += kHeader;
       unit_end += bpu;
     }
@@ -182,8 +182,8 @@ void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* unit = grp + sh.UnitAt(b);  // d [8] fp16 | qs [8][32]
     const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(unit), gs);
-    const uint8_t* wb = unit + 16;
-    PrefetchAhead<kTwo>(unit, 272, gs);
+    const uint8_t* wb = unit + internal::kUnitDBytes;
+    PrefetchAhead<kTwo>(unit, internal::kQ8_0UnitBytes, gs);
     __m512i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {

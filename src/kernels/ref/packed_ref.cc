@@ -95,7 +95,7 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
         const uint8_t* hdr = grp + sh.UnitAt(b / bpu);  // d [8] fp16 (| z [8] u8), or e [8] u8
         const uint8_t* qb = grp + sh.QsAt(b);
         const float dw = mx ? E8M0ToFp32Half(hdr[r]) : Fp16ToFp32(reinterpret_cast<const uint16_t*>(hdr)[r]);
-        const int z = int4 ? hdr[16 + r] : (q8 || mx ? 0 : 8);
+        const int z = int4 ? hdr[internal::kInt4ZOffset + r] : (q8 || mx ? 0 : 8);
         const int8_t* xq = act[t].qs + b * 32;
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) {
