@@ -141,8 +141,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, con
       e->tiers_->SetDiskCost(cost);
       Log(LogLevel::kInfo,
           "prefix cache disk tier {}: a block reads back in {:.1f} us, recomputes in {:.1f} us + {:.2f} us "
-          "per earlier block; blocks cheaper to recompute stay off disk",
-          tc.disk_dir, cost.read_s * 1e6, cost.recompute_base_s * 1e6, cost.recompute_per_depth_s * 1e6);
+          "per earlier block (its layers' share: {:.3f}); blocks cheaper to recompute stay off disk",
+          tc.disk_dir, cost.read_s * 1e6, cost.recompute_base_s * 1e6, cost.recompute_per_depth_s * 1e6,
+          cost.recompute_share);
     }
   }
   std::function<bool(int32_t)> is_eog;

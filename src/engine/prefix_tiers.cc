@@ -130,6 +130,9 @@ StatusOr<kv::DiskCostModel> MeasureDiskCost(const Model& model, PagedKvCache& ca
     cost.recompute_per_depth_s = std::max(0.0, (Median(td) - cost.recompute_base_s) / depth);
   }
   for (int32_t g = 0; g < plan.num_groups; ++g) cache.SetBlockTable(0, {}, g);
+  // The passes recompute every layer; a tier file holds one group's, and the groups have as
+  // many layers each (over pipeline stages too, whose layouts keep every group).
+  cost.recompute_share = 1.0 / plan.num_groups;
   return cost;
 }
 

@@ -61,7 +61,7 @@ uint64_t PrefixTierFingerprint(uint64_t model_fingerprint, const ModelConfig& mc
 // Measures, once at start-up, the seconds to read one block's file back from `dir` (written,
 // dropped from the page cache, read and verified) and to recompute a block at chain depth 0 and
 // at a later depth, with forward passes through `cache` (its blocks must all be free: the
-// probe writes into them). `leader`: over split ranks, the followers run every probe pass too
+// probe writes into them), and the share of that recompute one block's layers stand for. `leader`: over split ranks, the followers run every probe pass too
 // (null in one process). `block_bytes`: what one tier file holds (every rank's share).
 StatusOr<kv::DiskCostModel> MeasureDiskCost(const Model& model, PagedKvCache& cache, ThreadPool* pool,
                                             StepLeader* leader, size_t block_bytes, const std::string& dir,

@@ -29,13 +29,19 @@ struct PrefixTierConfig {
 };
 
 // Whether a block is worth keeping on disk: reading it back must be faster than recomputing it.
-// Recomputing the block at chain index `depth` costs about base + depth * per_depth seconds
-// (its tokens attend over every earlier block); both sides are measured at start-up.
+// Recomputing the block at chain index `depth` costs about base + depth * per_depth seconds for
+// the whole model (its tokens attend over every earlier block); both are measured at start-up.
+// A block holds one KV group's layers (model/kv_group_layout.h: every group has as many), so it
+// stands for `recompute_share` = its layers / all layers of that recompute: 1 without sliding
+// groups, 1 / groups with them.
 struct DiskCostModel {
   double read_s = 0;  // seconds to read one block's file back (not in the page cache)
   double recompute_base_s = std::numeric_limits<double>::infinity();
   double recompute_per_depth_s = 0;
-  double RecomputeSeconds(int32_t depth) const { return recompute_base_s + depth * recompute_per_depth_s; }
+  double recompute_share = 1;
+  double RecomputeSeconds(int32_t depth) const {
+    return recompute_share * (recompute_base_s + depth * recompute_per_depth_s);
+  }
   bool WorthIt(int32_t depth) const { return read_s < RecomputeSeconds(depth); }
 };
 

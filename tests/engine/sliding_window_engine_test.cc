@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "engine/prefix_tiers.h"
 #include "engine_core_fixture.h"
 #include "engine_run.h"
 #include "test_util.h"
@@ -216,6 +218,31 @@ TEST_P(SlidingWindowEngineTest, RamTierRestoresEvictedBlocksOfEveryGroup) {
     } else {
       EXPECT_EQ(after.prefix_hit_tokens - before.prefix_hit_tokens, 0) << "the flood evicted the prompt";
     }
+  }
+}
+
+// The disk tier prices a block against its share of a recompute: the start-up passes recompute
+// every layer, a block holds one group's. (Only the share is asserted; the times are measured.)
+TEST_P(SlidingWindowEngineTest, DiskPriceCountsOneGroupsLayers) {
+  const ModelConfig& c = lm_->config();
+  const int32_t max_seq_len = 128;
+  for (const bool grouped : {true, false}) {
+    SCOPED_TRACE(grouped ? "groups" : "one group");
+    const KvGroupLayout groups =
+        grouped ? KvGroupLayout::ForModel(c, max_seq_len) : KvGroupLayout::Single(c.n_layers);
+    ASSERT_EQ(groups.num_groups(), grouped ? GetParam().full_groups + GetParam().sliding_groups : 1);
+    auto cache = PagedKvCache::Create(c.n_layers, 32, kBlock, c.n_kv_heads, c.head_dim, 1, max_seq_len,
+                                      KvCacheTypes::F32(), groups);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ThreadPool pool(2);
+    const std::string dir = testing::ScratchPath("disk_price_" + GetParam().preset);
+    std::filesystem::create_directories(dir);
+    auto cost =
+        MeasureDiskCost(*lm_->model, *cache, &pool, nullptr, cache->BlockContentBytes(), dir, max_seq_len);
+    ASSERT_TRUE(cost.ok()) << cost.status().ToString();
+    EXPECT_DOUBLE_EQ(cost->recompute_share, 1.0 / groups.num_groups());
+    EXPECT_DOUBLE_EQ(cost->RecomputeSeconds(3),
+                     (cost->recompute_base_s + 3 * cost->recompute_per_depth_s) / groups.num_groups());
   }
 }
 

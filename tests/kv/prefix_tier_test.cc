@@ -194,6 +194,28 @@ TEST_F(DiskBlockTierTest, StoreSpillsWhatRamDropsWhenReadingBeatsRecomputing) {
   EXPECT_EQ(s.Fetch(4)->tier, BlockTier::kRam);
 }
 
+// Under sliding-window KV groups a block holds one group's layers: it is worth a disk read only
+// against its share of the recompute.
+TEST_F(DiskBlockTierTest, StorePricesABlockAtItsGroupsShareOfTheRecompute) {
+  PrefixTierConfig c;
+  c.ram_bytes = 100;
+  c.disk_dir = dir_;
+  c.fingerprint = 6;
+  auto store = TieredBlockStore::Create(c);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  TieredBlockStore& s = **store;
+  // Read 1 s; recompute 0.1 s + 0.1 s per earlier block for the whole model, half of it per block.
+  s.SetDiskCost({1.0, 0.1, 0.1, 0.5});
+  s.Offload({1, 12, Bytes(100, 1)});  // 0.65 s of recompute
+  s.Offload({2, 20, Bytes(100, 2)});  // drops 1 (cheaper to recompute); 1.05 s
+  s.Offload({3, 0, Bytes(100, 3)});   // drops 2: to disk
+  const TierStats st = s.stats();
+  EXPECT_EQ(st.disk_skipped, 1);
+  EXPECT_EQ(st.disk_writes, 1);
+  EXPECT_EQ(s.Fetch(1), std::nullopt);
+  ASSERT_TRUE(s.Fetch(2).has_value());
+}
+
 // Block bytes held in plain vectors, standing in for the paged KV tensors.
 class FakeContent final : public BlockContent {
  public:
