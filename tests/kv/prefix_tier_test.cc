@@ -97,6 +97,18 @@ class DiskBlockTierTest : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return std::move(*t);
   }
+  // A store of ram_bytes in RAM spilling to this folder, with a disk price already set.
+  std::unique_ptr<TieredBlockStore> Store(size_t ram_bytes, uint64_t fingerprint, const DiskCostModel& cost) {
+    PrefixTierConfig c;
+    c.ram_bytes = ram_bytes;
+    c.disk_dir = dir_;
+    c.fingerprint = fingerprint;
+    auto store = TieredBlockStore::Create(c);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return nullptr;
+    (*store)->SetDiskCost(cost);
+    return std::move(*store);
+  }
   std::string dir_;
 };
 
@@ -166,15 +178,10 @@ TEST_F(DiskBlockTierTest, DamagedAndForeignFilesAreDeletedNeverReturned) {
 }
 
 TEST_F(DiskBlockTierTest, StoreSpillsWhatRamDropsWhenReadingBeatsRecomputing) {
-  PrefixTierConfig c;
-  c.ram_bytes = 200;
-  c.disk_dir = dir_;
-  c.fingerprint = 5;
-  auto store = TieredBlockStore::Create(c);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  TieredBlockStore& s = **store;
   // A read costs 1 s; recomputing costs 0.1 s + 0.1 s per earlier block: worth it from depth 10.
-  s.SetDiskCost({1.0, 0.1, 0.1});
+  auto store = Store(200, 5, {1.0, 0.1, 0.1});
+  ASSERT_NE(store, nullptr);
+  TieredBlockStore& s = *store;
   s.Offload({1, 2, Bytes(100, 1)});
   s.Offload({2, 12, Bytes(100, 2)});
   s.Offload({3, 0, Bytes(100, 3)});  // drops 1 (depth 2: cheaper to recompute)
@@ -197,15 +204,10 @@ TEST_F(DiskBlockTierTest, StoreSpillsWhatRamDropsWhenReadingBeatsRecomputing) {
 // Under sliding-window KV groups a block holds one group's layers: it is worth a disk read only
 // against its share of the recompute.
 TEST_F(DiskBlockTierTest, StorePricesABlockAtItsGroupsShareOfTheRecompute) {
-  PrefixTierConfig c;
-  c.ram_bytes = 100;
-  c.disk_dir = dir_;
-  c.fingerprint = 6;
-  auto store = TieredBlockStore::Create(c);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  TieredBlockStore& s = **store;
   // Read 1 s; recompute 0.1 s + 0.1 s per earlier block for the whole model, half of it per block.
-  s.SetDiskCost({1.0, 0.1, 0.1, 0.5});
+  auto store = Store(100, 6, {1.0, 0.1, 0.1, 0.5});
+  ASSERT_NE(store, nullptr);
+  TieredBlockStore& s = *store;
   s.Offload({1, 12, Bytes(100, 1)});  // 0.65 s of recompute
   s.Offload({2, 20, Bytes(100, 2)});  // drops 1 (cheaper to recompute); 1.05 s
   s.Offload({3, 0, Bytes(100, 3)});   // drops 2: to disk
