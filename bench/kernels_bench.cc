@@ -12,6 +12,7 @@
 #include "base/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_row.h"
 #include "kernels/ref/ref.h"
 
 namespace ferry::kernels {
@@ -184,29 +185,41 @@ void BM_SiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
-// Decode attention: 1 query, 32 heads / 4 kv heads, head_dim 64; args: context, threads.
-// Long contexts split into 256-key chunks (flash-decoding), so 2 threads help at batch 1.
+// Decode attention: 1 query, 32 heads / 4 kv heads, head_dim 64; args: context, threads, KV
+// type (DType; K and V alike). Long contexts split into 256-key chunks (flash-decoding), so 2
+// threads help at batch 1.
 void BM_AttentionDecode(benchmark::State& state) {
   const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4;
   const int threads = static_cast<int>(state.range(1));
+  const auto type = static_cast<DType>(state.range(2));
   const int nb = (n_ctx + bs - 1) / bs;
-  std::vector<float> k(static_cast<size_t>(nb) * bs * nkv * hd, 0.1f), v(k.size(), 0.2f), q(nh * hd, 0.3f),
-      out(nh * hd);
+  const size_t row = KvRowBytes(type, hd), n_rows = static_cast<size_t>(nb) * bs * nkv;
+  std::vector<uint8_t> k(row * n_rows), v(row * n_rows);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> vals(hd);
+  for (size_t r = 0; r < n_rows; ++r)
+    for (auto* cache : {&k, &v}) {
+      for (float& x : vals) x = d(rng);
+      QuantizeRow(type, vals.data(), cache->data() + r * row, hd);
+    }
+  std::vector<float> q(nh * hd, 0.3f), out(nh * hd);
   std::vector<int32_t> table(nb);
   for (int i = 0; i < nb; ++i) table[i] = nb - 1 - i;
   const int32_t pos = n_ctx - 1;
   KvBlocks kv{k.data(), v.data(), table.data(), bs};
+  kv.k_type = kv.v_type = type;
   ThreadPool pool(threads);
   for (auto _ : state) {
     Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
     benchmark::DoNotOptimize(out.data());
   }
+  state.SetLabel(DTypeName(type));
 }
 BENCHMARK(BM_AttentionDecode)
-    ->Args({512, 1})
-    ->Args({512, 2})
-    ->Args({4096, 1})
-    ->Args({4096, 2})
+    ->ArgsProduct({{512, 4096},
+                   {1, 2},
+                   {static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kQ8_0)}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
