@@ -1,11 +1,11 @@
 // AVX-512 attention micro-kernels (dispatch.h attn_scores / attn_pv) for every KV type: scores
-// with 16 keys in the lanes (below), P.V as the AVX2 kernels on 16 lanes. K and V rows are read in their
+// with 16 keys in the lanes for heads of up to 64 values, else and for P.V the AVX2 kernels'
+// scheme on 16 lanes. K and V rows are read in their
 // stored type and dequantized in registers, 16 values at a time, into exactly KvValue's floats
 // (q8_0/q4_0: int -> float, times the block's scale), each shared by all rows of a block.
 // Every (row, key) score and every (row, dim) output runs the same instruction sequence
 // whatever block it falls in: blocks only decide which rows share a load, so a row's bits
 // never depend on n_rows (batch invariance).
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -61,6 +61,48 @@ inline __m512 LoadTail16(const uint8_t* row, int d, int n) {
   }
 }
 
+inline __m512 LoadQ(const float* q, int d, int n) {
+  return n >= 16 ? _mm512_loadu_ps(q + d)
+                 : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), q + d);
+}
+
+// 16 lanes -> 8 (hi + lo), then lane sums of 4 vectors into lanes 0..3 by a fixed tree.
+inline __m256 Fold(__m512 x) {
+  return _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_castps512_ps256(_mm512_shuffle_f32x4(x, x, 0xEE)));
+}
+inline __m128 Hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m256 ab = _mm256_hadd_ps(Fold(a), Fold(b));
+  const __m256 cd = _mm256_hadd_ps(Fold(c), Fold(d));
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// Scores of NR (1..4) rows x 4 keys (k: 4 row pointers; unused ones repeat a valid row and their
+// results are dropped). Each (row, key) accumulates 16 lanes over d with FMAs in order, then
+// Hsum4: the same sequence whichever block the row is in.
+template <DType T, int NR>
+void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd, float scale, float* s,
+                 int ld_s) {
+  __m512 acc[NR][4];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; d += 16) {
+    const int n = hd - d;
+    __m512 kv[4];
+    for (int j = 0; j < 4; ++j) kv[j] = n >= 16 ? Load16<T>(k[j], d) : LoadTail16<T>(k[j], d, n);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 qv = LoadQ(q[r], d, n);
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    const __m128 sums = _mm_mul_ps(Hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), _mm_set1_ps(scale));
+    alignas(16) float tmp[4];
+    _mm_store_ps(tmp, sums);
+    for (int j = 0; j < nk; ++j) s[static_cast<int64_t>(r) * ld_s + j] = tmp[j];
+  }
+}
+
 // r[j] (16 key rows of 16 dims) -> r[c] = dim c of the 16 keys, key j in lane j.
 inline void Transpose16x16(__m512 r[16]) {
   __m512 t[16], u[16];
@@ -86,14 +128,18 @@ inline void Transpose16x16(__m512 r[16]) {
   }
 }
 
-// Keys in lanes: a group of up to 16 keys is dequantized and transposed once into kt [hd][16]
-// (lane j = key j; keys past the group's end are zeros), then every row's 16 scores are one FMA
-// chain per lane over d in order: score = fma(q[d], k[d], ...) from 0, times scale. That is
-// the same arithmetic for every (row, key) whatever the rows, keys or lanes beside it (batch
-// invariance), with no horizontal sums (head_dim 64 left 4 FMAs per 16-lane sum before).
-constexpr int kMaxKeyInLanesDim = 1024;  // kt on the stack: 64 KiB
+// Keys in lanes, for heads of up to 64 values: a group of up to 16 keys is dequantized and
+// transposed once into kt [hd][16] (lane j = key j; keys past the group's end are zeros), then
+// every row's 16 scores are one FMA chain per lane over d in order: score = fma(q[d], k[d], ...)
+// from 0, times scale: the same arithmetic for every (row, key) whatever the rows, keys or lanes
+// beside it (batch invariance). With 64 values ScoresBlock spends about as much on its
+// horizontal sums (4 FMAs per sum) and on dequantizing each K row once per 4 rows as on FMAs;
+// with 128 or more its sums are amortized and the transposition, done for a task's few rows,
+// costs more than it saves (kernels_bench and a per-shape harness, docs/benchmarks.md). The
+// choice follows head_dim, a model constant, so a row's bits never depend on the batch.
+constexpr int kKeysInLanesMaxDim = 64;
 
-template <DType T, int NR>
+template <int NR>
 void ScoresRows(const float* const* q, const float* kt, int hd, int nk, float scale, float* s, int ld_s) {
   __m512 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
@@ -111,16 +157,19 @@ template <DType T>
 void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
   const uint8_t* k = static_cast<const uint8_t*>(k_void);
-  if (head_dim > kMaxKeyInLanesDim) {  // no such model; the same chain per key, one at a time
-    for (int r = 0; r < n_rows; ++r)
-      for (int j = 0; j < n_keys; ++j) {
-        float acc = 0.f;
-        for (int d = 0; d < head_dim; ++d) acc = std::fma(q[r][d], KvValue<T>(k + j * k_stride, d), acc);
-        s[static_cast<int64_t>(r) * ld_s + j] = acc * scale;
-      }
+  if (head_dim > kKeysInLanesMaxDim) {
+    for (int j0 = 0; j0 < n_keys; j0 += 4) {
+      const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
+      const uint8_t* kr[4];
+      for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
+      ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
+        ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
+                                            s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+      });
+    }
     return;
   }
-  alignas(64) float kt[kMaxKeyInLanesDim * 16];  // [head_dim][16 keys]
+  alignas(64) float kt[kKeysInLanesMaxDim * 16];  // [head_dim][16 keys]
   for (int j0 = 0; j0 < n_keys; j0 += 16) {
     const int nk = n_keys - j0 < 16 ? n_keys - j0 : 16;
     for (int d0 = 0; d0 < head_dim; d0 += 16) {
@@ -134,8 +183,8 @@ void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k
       for (int c = 0; c < 16 && c < n; ++c) _mm512_store_ps(kt + 16 * (d0 + c), rows[c]);
     }
     ForRowBlocks<8>(n_rows, [&](auto nr, int r) {
-      ScoresRows<T, decltype(nr)::value>(q + r, kt, head_dim, nk, scale,
-                                         s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+      ScoresRows<decltype(nr)::value>(q + r, kt, head_dim, nk, scale, s + static_cast<int64_t>(r) * ld_s + j0,
+                                      ld_s);
     });
   }
 }
