@@ -230,7 +230,8 @@ Status GgufStreamWriter::Pad(uint64_t to) {
 }
 
 Status GgufStreamWriter::Append(const void* data, size_t nbytes) {
-  if (file_ == nullptr) return InvalidArgumentError("GGUF writer for '{}': the file was abandoned", path_);
+  if (file_ == nullptr)
+    return InvalidArgumentError("GGUF writer for '{}': the file is already finished or was abandoned", path_);
   if (next_ >= tensors_.size())
     return Fail(InvalidArgumentError("GGUF writer for '{}': all {} tensors were already written", path_,
                                      tensors_.size()));
@@ -253,7 +254,8 @@ Status GgufStreamWriter::Append(const void* data, size_t nbytes) {
 }
 
 Status GgufStreamWriter::Finish() {
-  if (file_ == nullptr) return InvalidArgumentError("GGUF writer for '{}': the file was abandoned", path_);
+  if (file_ == nullptr)
+    return InvalidArgumentError("GGUF writer for '{}': the file is already finished or was abandoned", path_);
   if (next_ != tensors_.size())
     return Fail(InvalidArgumentError("GGUF writer for '{}': {} of {} tensors written (next: '{}')", path_,
                                      next_, tensors_.size(), tensors_[next_].name));
