@@ -11,6 +11,7 @@
 
 #include "base/aligned_buffer.h"
 #include "core/thread_pool.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_row.h"
 #include "kernels/ref/ref.h"
@@ -185,13 +186,14 @@ void BM_SiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
-// Decode attention: 1 query, 32 heads / 4 kv heads, head_dim 64; args: context, threads, KV
-// type (DType; K and V alike). Long contexts split into 256-key chunks (flash-decoding), so 2
-// threads help at batch 1.
+// Decode attention: 1 query, 32 heads; args: context, threads, KV type (DType; K and V alike),
+// head_dim: 64 with 4 KV heads (tinyllama-1.1b) or 128 with 8 (Llama-3-8B). Long contexts split
+// into 256-key chunks (flash-decoding), so 2 threads help at batch 1.
 void BM_AttentionDecode(benchmark::State& state) {
-  const int n_ctx = static_cast<int>(state.range(0)), bs = 16, hd = 64, nh = 32, nkv = 4;
+  const int n_ctx = static_cast<int>(state.range(0)), bs = 16, nh = 32;
   const int threads = static_cast<int>(state.range(1));
   const auto type = static_cast<DType>(state.range(2));
+  const int hd = static_cast<int>(state.range(3)), nkv = hd == 64 ? 4 : 8;
   const int nb = (n_ctx + bs - 1) / bs;
   const size_t row = KvRowBytes(type, hd), n_rows = static_cast<size_t>(nb) * bs * nkv;
   std::vector<uint8_t> k(row * n_rows), v(row * n_rows);
@@ -219,9 +221,40 @@ void BM_AttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{512, 4096},
                    {1, 2},
-                   {static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kQ8_0)}})
+                   {static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kF16),
+                    static_cast<int64_t>(DType::kQ8_0)},
+                   {64, 128}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+// One online-softmax step (dispatch.h attn_softmax) over a key tile of 64 scores, 256 rows
+// per iteration (a decode step's rows of one layer at depth 2048): args isa.
+void BM_AttnSoftmax(benchmark::State& state) {
+  const auto isa = static_cast<Isa>(state.range(0));
+  if (isa != Isa::kScalar && !IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const internal::KernelTable& tab = internal::TableFor(isa);
+  constexpr int kRows = 256, kTile = 64;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 3.f);
+  std::vector<float> src(kRows * kTile), s(src.size());
+  for (float& x : src) x = d(rng);
+  for (auto _ : state) {
+    std::memcpy(s.data(), src.data(), s.size() * sizeof(float));
+    for (int r = 0; r < kRows; ++r) {
+      float m = 1.f, sum;
+      benchmark::DoNotOptimize(tab.attn_softmax(s.data() + r * kTile, kTile, kTile, &m, &sum));
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(IsaName(isa));
+}
+BENCHMARK(BM_AttnSoftmax)
+    ->Arg(static_cast<int64_t>(Isa::kScalar))
+    ->Arg(static_cast<int64_t>(Isa::kAvx2))
+    ->Arg(static_cast<int64_t>(Isa::kAvx512));
 
 // W8A8 MatMul (int8 weights, per-token dynamic int8 activations): args isa, n_tok, threads;
 // 16384 x 2048 int8 weights (32 MiB, beyond L3).

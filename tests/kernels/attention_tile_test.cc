@@ -46,7 +46,7 @@ Rows RandomRows(std::mt19937& rng, DType type, int n, int head_dim, int pad) {
 // Head dims each type can store: q8_0/q4_0 whole blocks of 32; the others any (ragged tails).
 std::vector<int> HeadDims(DType type) {
   if (Traits(type).block_size == 32) return {32, 64, 96, 128};
-  return {8, 33, 64, 80, 128};
+  return {8, 33, 64, 80, 100, 128};
 }
 
 TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType) {

@@ -1,13 +1,16 @@
-// AVX-512 attention micro-kernels (dispatch.h attn_scores / attn_pv) for every KV type: scores
-// with 16 keys in the lanes for heads of up to 64 values, else and for P.V the AVX2 kernels'
-// scheme on 16 lanes. K and V rows are read in their
+// AVX-512 attention micro-kernels (dispatch.h attn_scores / attn_softmax / attn_pv) for every KV
+// type: scores with 16 keys in the lanes for heads of up to 64 values, else and for P.V the AVX2
+// kernels' scheme on 16 lanes; the online softmax on 16 lanes. K and V rows are read in their
 // stored type and dequantized in registers, 16 values at a time, into exactly KvValue's floats
 // (q8_0/q4_0: int -> float, times the block's scale), each shared by all rows of a block.
 // Every (row, key) score and every (row, dim) output runs the same instruction sequence
 // whatever block it falls in: blocks only decide which rows share a load, so a row's bits
 // never depend on n_rows (batch invariance).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512/avx512_util.h"
@@ -77,30 +80,57 @@ inline __m128 Hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
+// Four keys' accumulators of one row, as named members (not an array): GCC keeps a 4 x 4 array
+// of zmm accumulators in memory, storing and reloading all 16 every step of d.
+struct Quad {
+  __m512 a0, a1, a2, a3;
+};
+inline Quad ZeroQuad() {
+  return Quad{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+}
+inline void FmaQuad(Quad& acc, __m512 qv, __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
+  acc.a0 = _mm512_fmadd_ps(qv, k0, acc.a0);
+  acc.a1 = _mm512_fmadd_ps(qv, k1, acc.a1);
+  acc.a2 = _mm512_fmadd_ps(qv, k2, acc.a2);
+  acc.a3 = _mm512_fmadd_ps(qv, k3, acc.a3);
+}
+inline void StoreScores(const Quad& acc, float scale, int nk, float* out) {
+  const __m128 sums = _mm_mul_ps(Hsum4(acc.a0, acc.a1, acc.a2, acc.a3), _mm_set1_ps(scale));
+  _mm_mask_storeu_ps(out, static_cast<__mmask8>((1u << nk) - 1), sums);
+}
+
 // Scores of NR (1..4) rows x 4 keys (k: 4 row pointers; unused ones repeat a valid row and their
-// results are dropped). Each (row, key) accumulates 16 lanes over d with FMAs in order, then
-// Hsum4: the same sequence whichever block the row is in.
+// results are dropped). Each (row, key) accumulates 16 lanes over d with FMAs in order (the
+// ragged end of a row masked to zeros, which add exact zeros), then Hsum4: the same sequence
+// whichever block the row is in.
 template <DType T, int NR>
 void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd, float scale, float* s,
                  int ld_s) {
-  __m512 acc[NR][4];
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (int d = 0; d < hd; d += 16) {
+  Quad r0 = ZeroQuad(), r1 = ZeroQuad(), r2 = ZeroQuad(), r3 = ZeroQuad();
+  const uint8_t *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
+  const float *q0 = q[0], *q1 = q[NR > 1 ? 1 : 0], *q2 = q[NR > 2 ? 2 : 0], *q3 = q[NR > 3 ? 3 : 0];
+  int d = 0;
+  for (; d + 16 <= hd; d += 16) {
+    const __m512 k0 = Load16<T>(k0p, d), k1 = Load16<T>(k1p, d);
+    const __m512 k2 = Load16<T>(k2p, d), k3 = Load16<T>(k3p, d);
+    FmaQuad(r0, _mm512_loadu_ps(q0 + d), k0, k1, k2, k3);
+    if constexpr (NR > 1) FmaQuad(r1, _mm512_loadu_ps(q1 + d), k0, k1, k2, k3);
+    if constexpr (NR > 2) FmaQuad(r2, _mm512_loadu_ps(q2 + d), k0, k1, k2, k3);
+    if constexpr (NR > 3) FmaQuad(r3, _mm512_loadu_ps(q3 + d), k0, k1, k2, k3);
+  }
+  if (d < hd) {
     const int n = hd - d;
-    __m512 kv[4];
-    for (int j = 0; j < 4; ++j) kv[j] = n >= 16 ? Load16<T>(k[j], d) : LoadTail16<T>(k[j], d, n);
-    for (int r = 0; r < NR; ++r) {
-      const __m512 qv = LoadQ(q[r], d, n);
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
-    }
+    const __m512 k0 = LoadTail16<T>(k0p, d, n), k1 = LoadTail16<T>(k1p, d, n);
+    const __m512 k2 = LoadTail16<T>(k2p, d, n), k3 = LoadTail16<T>(k3p, d, n);
+    FmaQuad(r0, LoadQ(q0, d, n), k0, k1, k2, k3);
+    if constexpr (NR > 1) FmaQuad(r1, LoadQ(q1, d, n), k0, k1, k2, k3);
+    if constexpr (NR > 2) FmaQuad(r2, LoadQ(q2, d, n), k0, k1, k2, k3);
+    if constexpr (NR > 3) FmaQuad(r3, LoadQ(q3, d, n), k0, k1, k2, k3);
   }
-  for (int r = 0; r < NR; ++r) {
-    const __m128 sums = _mm_mul_ps(Hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), _mm_set1_ps(scale));
-    alignas(16) float tmp[4];
-    _mm_store_ps(tmp, sums);
-    for (int j = 0; j < nk; ++j) s[static_cast<int64_t>(r) * ld_s + j] = tmp[j];
-  }
+  StoreScores(r0, scale, nk, s);
+  if constexpr (NR > 1) StoreScores(r1, scale, nk, s + ld_s);
+  if constexpr (NR > 2) StoreScores(r2, scale, nk, s + 2 * static_cast<int64_t>(ld_s));
+  if constexpr (NR > 3) StoreScores(r3, scale, nk, s + 3 * static_cast<int64_t>(ld_s));
 }
 
 // r[j] (16 key rows of 16 dims) -> r[c] = dim c of the 16 keys, key j in lane j.
@@ -244,6 +274,37 @@ void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_
   });
 }
 
+// One row's online-softmax step (dispatch.h attn_softmax): max and sum by 16 lanes, the ragged
+// end masked (-inf for the max, 0 for the sum), then reduced across lanes: the order depends on
+// n only. exp is Exp16 (avx2's Exp8 lane for lane) for every key, the ragged end included.
+float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int n_full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - n_full)) - 1);
+  __m512 vmax = ninf;
+  for (int j = 0; j < n_full; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
+  vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, tail, s + n_full));
+  const float mx = std::max(*m, _mm512_reduce_max_ps(vmax));
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int j = 0; j < n_full; j += 16) {
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+    _mm512_storeu_ps(s + j, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  if (tail != 0) {
+    const __m512 e =
+        _mm512_maskz_mov_ps(tail, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + n_full), vm)));
+    _mm512_mask_storeu_ps(s + n_full, tail, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  std::fill(s + n, s + n_tile, 0.f);
+  *tile_sum = HsumF32x16(vsum);
+  const float c = mx > *m ? std::exp(*m - mx) : 1.f;
+  *m = mx;
+  return c;
+}
+
 }  // namespace
 
 void FillAttention(internal::KernelTable& t) {
@@ -252,6 +313,7 @@ void FillAttention(internal::KernelTable& t) {
       t.attn_scores[static_cast<int>(type)] = AttnScores<tc.value>;
       t.attn_pv[static_cast<int>(type)] = AttnPv<tc.value>;
     });
+  t.attn_softmax = AttnSoftmax;
 }
 
 }  // namespace ferry::kernels::avx512
