@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <utility>
 #include <vector>
@@ -196,14 +197,14 @@ void BM_AttentionDecode(benchmark::State& state) {
   const int hd = static_cast<int>(state.range(3)), nkv = hd == 64 ? 4 : 8;
   const int nb = (n_ctx + bs - 1) / bs;
   const size_t row = KvRowBytes(type, hd), n_rows = static_cast<size_t>(nb) * bs * nkv;
-  std::vector<uint8_t> k(row * n_rows), v(row * n_rows);
+  AlignedBuffer k(row * n_rows), v(row * n_rows);  // as the KV pool: huge pages past 2 MiB
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> vals(hd);
   for (size_t r = 0; r < n_rows; ++r)
     for (auto* cache : {&k, &v}) {
       for (float& x : vals) x = d(rng);
-      QuantizeRow(type, vals.data(), cache->data() + r * row, hd);
+      QuantizeRow(type, vals.data(), cache->as<uint8_t>() + r * row, hd);
     }
   std::vector<float> q(nh * hd, 0.3f), out(nh * hd);
   std::vector<int32_t> table(nb);
@@ -225,6 +226,47 @@ BENCHMARK(BM_AttentionDecode)
                     static_cast<int64_t>(DType::kQ8_0)},
                    {64, 128}})
     ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Decode attention of a whole model at depth: every layer's own f16 cache (so none stays in L3
+// between tokens, as in a real decode step), one query per layer; args: context, threads, shape:
+// 0 = tinyllama-1.1b (22 layers, 32 heads / 4 KV heads of 64), 1 = qwen3-0.6b (28 layers, 16 / 8 of
+// 128). Reports the K/V bytes read per second.
+void BM_AttentionDecodeLayers(benchmark::State& state) {
+  const int n_ctx = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1)), bs = 16;
+  const bool qwen = state.range(2) == 1;
+  const int n_layers = qwen ? 28 : 22, nh = qwen ? 16 : 32, nkv = qwen ? 8 : 4, hd = qwen ? 128 : 64;
+  const int nb = (n_ctx + bs - 1) / bs;
+  const size_t row = KvRowBytes(DType::kF16, hd), bytes = row * nb * bs * nkv;
+  std::vector<AlignedBuffer> k, v;
+  std::vector<uint16_t> fill(bytes / 2);
+  std::mt19937 rng(3);
+  for (auto& h : fill) h = static_cast<uint16_t>(0x3000 + rng() % 0x1000);  // f16 in [0.125, 1)
+  for (int l = 0; l < n_layers; ++l)
+    for (auto* cache : {&k, &v}) {
+      cache->emplace_back(bytes);
+      std::memcpy(cache->back().data(), fill.data(), bytes);
+    }
+  std::vector<float> q(nh * hd, 0.01f), out(nh * hd);
+  std::vector<int32_t> table(nb);
+  std::iota(table.begin(), table.end(), 0);
+  const int32_t pos = n_ctx - 1;
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    for (int l = 0; l < n_layers; ++l) {
+      KvBlocks kv{k[l].data(), v[l].data(), table.data(), bs};
+      kv.k_type = kv.v_type = DType::kF16;
+      Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * n_layers *
+                          static_cast<int64_t>(bytes));
+  state.SetLabel(qwen ? "qwen3-0.6b" : "tinyllama-1.1b");
+}
+BENCHMARK(BM_AttentionDecodeLayers)
+    ->ArgsProduct({{4096}, {1, 2}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 // One online-softmax step (dispatch.h attn_softmax) over a key tile of 64 scores, 256 rows
