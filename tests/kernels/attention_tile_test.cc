@@ -22,7 +22,8 @@ namespace ferry::kernels {
 namespace {
 
 // n rows of head_dim values stored as `type`, `stride` bytes apart (stride > the row: rows not
-// contiguous), and their values as floats (what the kernels must read: KvValue).
+// contiguous; an even pad, as in the KV pool, whose 2-byte values and scales stay 2-byte
+// aligned), and their values as floats (what the kernels must read: KvValue).
 struct Rows {
   std::vector<uint8_t> data;
   std::vector<float> values;  // [n, head_dim] dequantized
@@ -63,7 +64,7 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
           SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(hd) +
                        " rows=" + std::to_string(nr) + " keys=" + std::to_string(nk));
           const std::vector<float> qd = testing::RandomFloats(rng, static_cast<int64_t>(nr) * (hd + 3));
-          const Rows k = RandomRows(rng, type, nk, hd, 5), v = RandomRows(rng, type, nk, hd, 7);
+          const Rows k = RandomRows(rng, type, nk, hd, 6), v = RandomRows(rng, type, nk, hd, 10);
           std::vector<const float*> qp(nr);
           for (int r = 0; r < nr; ++r) qp[r] = qd.data() + static_cast<int64_t>(r) * (hd + 3);
           // Scores: all rows at once, each row alone, and the scalar truth.
@@ -151,7 +152,11 @@ TEST(AttentionMicroKernels, SoftmaxStepMatchesScalarTruth) {
     for (int rep = 0; rep < 40; ++rep) {
       const int n = n_d(rng), n_tile = 64;
       SCOPED_TRACE(std::string(IsaName(isa)) + " n=" + std::to_string(n) + " rep=" + std::to_string(rep));
-      std::vector<float> s = testing::RandomFloats(rng, n_tile, 3.f), s_want = s;
+      std::vector<float> s = testing::RandomFloats(rng, n_tile, 3.f);
+      // Keys before a sliding window come as -inf (ShapeScores) and must get p = 0 exactly.
+      const int n_masked = rep % 4 == 3 ? (rep / 4) % n : 0;
+      std::fill(s.begin(), s.begin() + n_masked, -std::numeric_limits<float>::infinity());
+      std::vector<float> s_want = s;
       // The running max: none yet, below the tile's max, or above it (no rescale: c = 1).
       const float m0 = rep % 3 == 0 ? -std::numeric_limits<float>::infinity() : (rep % 3 == 1 ? -1.f : 20.f);
       float m = m0, m_want = m0, sum = -1.f, sum_want = -1.f;
@@ -165,6 +170,7 @@ TEST(AttentionMicroKernels, SoftmaxStepMatchesScalarTruth) {
         ASSERT_EQ(c, 1.f);
       }
       ASSERT_NEAR(sum, sum_want, 1e-5f * sum_want + 1e-30f);
+      for (int j = 0; j < n_masked; ++j) ASSERT_EQ(s[j], 0.f) << j;
       for (int j = 0; j < n; ++j) ASSERT_NEAR(s[j], s_want[j], 1e-6f * s_want[j] + 1e-30f) << j;
       for (int j = n; j < n_tile; ++j) ASSERT_EQ(s[j], 0.f) << j;
     }

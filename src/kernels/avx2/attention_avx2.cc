@@ -15,6 +15,7 @@
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/avx2_util.h"
 #include "kernels/kv_row.h"
+#include "kernels/score_block.h"
 
 namespace ferry::kernels::avx2 {
 namespace {
@@ -79,60 +80,29 @@ inline __m128 Hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-// Accumulators as named members (not arrays), so GCC keeps them in registers.
-struct Quad {
-  __m256 a0, a1, a2, a3;
+// The AVX2 side of score_block.h's ScoresBlock (3 rows at most: 16 ymm registers).
+struct Ops8 {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  template <DType T>
+  static V LoadK(const uint8_t* row, int d, int n) {
+    return n >= kLanes ? Load8<T>(row, d) : LoadTail<T>(row, d, n);
+  }
+  static V LoadQ(const float* q, int d, int n) {
+    return n >= kLanes ? _mm256_loadu_ps(q + d) : _mm256_maskload_ps(q + d, LaneMask(n));
+  }
+  static void Store(V a0, V a1, V a2, V a3, float scale, int nk, float* out) {
+    const __m128 sums = _mm_mul_ps(Hsum4(a0, a1, a2, a3), _mm_set1_ps(scale));
+    if (nk == 4) {
+      _mm_storeu_ps(out, sums);
+    } else {
+      alignas(16) float tmp[4];
+      _mm_store_ps(tmp, sums);
+      for (int j = 0; j < nk; ++j) out[j] = tmp[j];
+    }
+  }
 };
-inline Quad ZeroQuad() {
-  return Quad{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-}
-inline void FmaQuad(Quad& acc, __m256 qv, __m256 k0, __m256 k1, __m256 k2, __m256 k3) {
-  acc.a0 = _mm256_fmadd_ps(qv, k0, acc.a0);
-  acc.a1 = _mm256_fmadd_ps(qv, k1, acc.a1);
-  acc.a2 = _mm256_fmadd_ps(qv, k2, acc.a2);
-  acc.a3 = _mm256_fmadd_ps(qv, k3, acc.a3);
-}
-inline void StoreScores(const Quad& acc, float scale, int nk, float* out) {
-  const __m128 sums = _mm_mul_ps(Hsum4(acc.a0, acc.a1, acc.a2, acc.a3), _mm_set1_ps(scale));
-  if (nk == 4) {
-    _mm_storeu_ps(out, sums);
-  } else {
-    alignas(16) float tmp[4];
-    _mm_store_ps(tmp, sums);
-    for (int j = 0; j < nk; ++j) out[j] = tmp[j];
-  }
-}
-
-// Scores of NR (1..3) rows x 4 keys (k: 4 row pointers; the unused ones repeat a valid row
-// and their results are dropped). Each (row, key) accumulates 8 lanes over d with FMAs in
-// order, then Hsum4: the same sequence whichever block the row is in.
-template <DType T, int NR>
-void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd, float scale, float* s,
-                 int ld_s) {
-  Quad r0 = ZeroQuad(), r1 = ZeroQuad(), r2 = ZeroQuad();
-  const uint8_t *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
-  const float *q0 = q[0], *q1 = q[NR > 1 ? 1 : 0], *q2 = q[NR > 2 ? 2 : 0];
-  int d = 0;
-  for (; d + 8 <= hd; d += 8) {
-    const __m256 k0 = Load8<T>(k0p, d), k1 = Load8<T>(k1p, d);
-    const __m256 k2 = Load8<T>(k2p, d), k3 = Load8<T>(k3p, d);
-    FmaQuad(r0, _mm256_loadu_ps(q0 + d), k0, k1, k2, k3);
-    if constexpr (NR > 1) FmaQuad(r1, _mm256_loadu_ps(q1 + d), k0, k1, k2, k3);
-    if constexpr (NR > 2) FmaQuad(r2, _mm256_loadu_ps(q2 + d), k0, k1, k2, k3);
-  }
-  if (d < hd) {  // ragged head_dim: zero lanes add exact zeros
-    const __m256i m = LaneMask(hd - d);
-    const int n = hd - d;
-    const __m256 k0 = LoadTail<T>(k0p, d, n), k1 = LoadTail<T>(k1p, d, n);
-    const __m256 k2 = LoadTail<T>(k2p, d, n), k3 = LoadTail<T>(k3p, d, n);
-    FmaQuad(r0, _mm256_maskload_ps(q0 + d, m), k0, k1, k2, k3);
-    if constexpr (NR > 1) FmaQuad(r1, _mm256_maskload_ps(q1 + d, m), k0, k1, k2, k3);
-    if constexpr (NR > 2) FmaQuad(r2, _mm256_maskload_ps(q2 + d, m), k0, k1, k2, k3);
-  }
-  StoreScores(r0, scale, nk, s);
-  if constexpr (NR > 1) StoreScores(r1, scale, nk, s + ld_s);
-  if constexpr (NR > 2) StoreScores(r2, scale, nk, s + 2 * ld_s);
-}
 
 // 2 vectors (16 dims) of one row's accumulator.
 struct Pair {
@@ -195,7 +165,8 @@ void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k
     const uint8_t* kr[4];
     for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
     ForRowBlocks<3>(n_rows, [=](auto nr, int r) {
-      ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale, s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+      ScoresBlock<Ops8, T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
+                                                s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
     });
   }
 }
@@ -205,7 +176,8 @@ void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_
             int head_dim, float* const* acc) {
   const uint8_t* v = static_cast<const uint8_t*>(v_void);
   ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
-    PvRows<T, decltype(nr)::value>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim, acc + r);
+    PvRows<T, decltype(nr)::value>(p + static_cast<int64_t>(r) * ld_p, ld_p, v, v_stride, n_keys, head_dim,
+                                   acc + r);
   });
 }
 

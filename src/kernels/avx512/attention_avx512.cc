@@ -15,6 +15,7 @@
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512/avx512_util.h"
 #include "kernels/kv_row.h"
+#include "kernels/score_block.h"
 
 namespace ferry::kernels::avx512 {
 namespace {
@@ -64,11 +65,6 @@ inline __m512 LoadTail16(const uint8_t* row, int d, int n) {
   }
 }
 
-inline __m512 LoadQ(const float* q, int d, int n) {
-  return n >= 16 ? _mm512_loadu_ps(q + d)
-                 : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), q + d);
-}
-
 // 16 lanes -> 8 (hi + lo), then lane sums of 4 vectors into lanes 0..3 by a fixed tree.
 inline __m256 Fold(__m512 x) {
   return _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_castps512_ps256(_mm512_shuffle_f32x4(x, x, 0xEE)));
@@ -80,58 +76,24 @@ inline __m128 Hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-// Four keys' accumulators of one row, as named members (not an array): GCC keeps a 4 x 4 array
-// of zmm accumulators in memory, storing and reloading all 16 every step of d.
-struct Quad {
-  __m512 a0, a1, a2, a3;
+// The AVX-512 side of score_block.h's ScoresBlock.
+struct Ops16 {
+  using V = __m512;
+  static void Store(V a0, V a1, V a2, V a3, float scale, int nk, float* out) {
+    const __m128 sums = _mm_mul_ps(Hsum4(a0, a1, a2, a3), _mm_set1_ps(scale));
+    _mm_mask_storeu_ps(out, static_cast<__mmask8>((1u << nk) - 1), sums);
+  }
+  static constexpr int kLanes = 16;
+  static V LoadQ(const float* q, int d, int n) {
+    return _mm512_maskz_loadu_ps(n >= kLanes ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << n) - 1),
+                                 q + d);
+  }
+  template <DType T>
+  static V LoadK(const uint8_t* row, int d, int n) {
+    return n >= kLanes ? Load16<T>(row, d) : LoadTail16<T>(row, d, n);
+  }
+  static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 };
-inline Quad ZeroQuad() {
-  return Quad{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-}
-inline void FmaQuad(Quad& acc, __m512 qv, __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
-  acc.a0 = _mm512_fmadd_ps(qv, k0, acc.a0);
-  acc.a1 = _mm512_fmadd_ps(qv, k1, acc.a1);
-  acc.a2 = _mm512_fmadd_ps(qv, k2, acc.a2);
-  acc.a3 = _mm512_fmadd_ps(qv, k3, acc.a3);
-}
-inline void StoreScores(const Quad& acc, float scale, int nk, float* out) {
-  const __m128 sums = _mm_mul_ps(Hsum4(acc.a0, acc.a1, acc.a2, acc.a3), _mm_set1_ps(scale));
-  _mm_mask_storeu_ps(out, static_cast<__mmask8>((1u << nk) - 1), sums);
-}
-
-// Scores of NR (1..4) rows x 4 keys (k: 4 row pointers; unused ones repeat a valid row and their
-// results are dropped). Each (row, key) accumulates 16 lanes over d with FMAs in order (the
-// ragged end of a row masked to zeros, which add exact zeros), then Hsum4: the same sequence
-// whichever block the row is in.
-template <DType T, int NR>
-void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd, float scale, float* s,
-                 int ld_s) {
-  Quad r0 = ZeroQuad(), r1 = ZeroQuad(), r2 = ZeroQuad(), r3 = ZeroQuad();
-  const uint8_t *k0p = k[0], *k1p = k[1], *k2p = k[2], *k3p = k[3];
-  const float *q0 = q[0], *q1 = q[NR > 1 ? 1 : 0], *q2 = q[NR > 2 ? 2 : 0], *q3 = q[NR > 3 ? 3 : 0];
-  int d = 0;
-  for (; d + 16 <= hd; d += 16) {
-    const __m512 k0 = Load16<T>(k0p, d), k1 = Load16<T>(k1p, d);
-    const __m512 k2 = Load16<T>(k2p, d), k3 = Load16<T>(k3p, d);
-    FmaQuad(r0, _mm512_loadu_ps(q0 + d), k0, k1, k2, k3);
-    if constexpr (NR > 1) FmaQuad(r1, _mm512_loadu_ps(q1 + d), k0, k1, k2, k3);
-    if constexpr (NR > 2) FmaQuad(r2, _mm512_loadu_ps(q2 + d), k0, k1, k2, k3);
-    if constexpr (NR > 3) FmaQuad(r3, _mm512_loadu_ps(q3 + d), k0, k1, k2, k3);
-  }
-  if (d < hd) {
-    const int n = hd - d;
-    const __m512 k0 = LoadTail16<T>(k0p, d, n), k1 = LoadTail16<T>(k1p, d, n);
-    const __m512 k2 = LoadTail16<T>(k2p, d, n), k3 = LoadTail16<T>(k3p, d, n);
-    FmaQuad(r0, LoadQ(q0, d, n), k0, k1, k2, k3);
-    if constexpr (NR > 1) FmaQuad(r1, LoadQ(q1, d, n), k0, k1, k2, k3);
-    if constexpr (NR > 2) FmaQuad(r2, LoadQ(q2, d, n), k0, k1, k2, k3);
-    if constexpr (NR > 3) FmaQuad(r3, LoadQ(q3, d, n), k0, k1, k2, k3);
-  }
-  StoreScores(r0, scale, nk, s);
-  if constexpr (NR > 1) StoreScores(r1, scale, nk, s + ld_s);
-  if constexpr (NR > 2) StoreScores(r2, scale, nk, s + 2 * static_cast<int64_t>(ld_s));
-  if constexpr (NR > 3) StoreScores(r3, scale, nk, s + 3 * static_cast<int64_t>(ld_s));
-}
 
 // r[j] (16 key rows of 16 dims) -> r[c] = dim c of the 16 keys, key j in lane j.
 inline void Transpose16x16(__m512 r[16]) {
@@ -193,8 +155,8 @@ void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k
       const uint8_t* kr[4];
       for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
       ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
-        ScoresBlock<T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
-                                            s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+        ScoresBlock<Ops16, T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
+                                                   s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
       });
     }
     return;
@@ -274,9 +236,27 @@ void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_
   });
 }
 
+// exp(x) on 16 lanes: Cephes' range reduction and degree-5 polynomial as in avx2's Exp8, with
+// the power of two applied by scalef (exact, as Exp8's multiply by 2^n is for x <= 0, all the
+// softmax asks); x below -87.3 (and -inf) gives exactly 0.
+inline __m512 Exp16(__m512 x) {
+  constexpr float kPoly[] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
+                             4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
+  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+  __m512 p = _mm512_set1_ps(kPoly[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kPoly[i]));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(kept, p, n);
+}
+
 // One row's online-softmax step (dispatch.h attn_softmax): max and sum by 16 lanes, the ragged
 // end masked (-inf for the max, 0 for the sum), then reduced across lanes: the order depends on
-// n only. exp is Exp16 (avx2's Exp8 lane for lane) for every key, the ragged end included.
+// n only. exp is Exp16 for every key, the ragged end included.
 float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const int n_full = n / 16 * 16;

@@ -401,14 +401,21 @@ void QuantizeActQ8_1(const float* x, void* dst, int64_t n) {
   }
 }
 
+// Stored by memcpy: dst may be any byte address (a KV row in a padded or packed buffer).
 void QuantizeActF16(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) y[i] = Fp32ToFp16(x[i]);
+  auto* y = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = Fp32ToFp16(x[i]);
+    std::memcpy(y + 2 * i, &h, 2);
+  }
 }
 
 void QuantizeActBf16(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) y[i] = Fp32ToBf16(x[i]);
+  auto* y = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = Fp32ToBf16(x[i]);
+    std::memcpy(y + 2 * i, &h, 2);
+  }
 }
 
 // quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (so amax lands in the table's top
