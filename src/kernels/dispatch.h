@@ -75,17 +75,21 @@ struct KernelTable {
   double (*read_sum)(const float* x, int64_t n);  // bandwidth probe (x 64-byte aligned)
 };
 
-// MatMul's activation row for partner type `act`: the partner blocks, then (q8_0, q8_1 only)
-// their scales as floats [n/32]; for q8_0 then the block sums sum(q) as int32 [n/32] (q4_0's
-// offset 8 comes off as 8 * sum, the packed kernels' way), for q8_1 the block sums d*sum(q) as
-// floats [n/32].
-// The float copies are exact conversions of the fp16 fields, computed once per token so the
-// dot kernels of every weight row skip the conversion; scalar kernels ignore them.
+// MatMul's activation row for partner type `act`: the partner blocks, then (q8_0, q8_1 only,
+// from the next multiple of 4 bytes) their scales as floats [n/32]; for q8_0 then the block sums sum(q) as
+// int32 [n/32] (q4_0's offset 8 comes off as 8 * sum, the packed kernels' way), for q8_1 the block sums
+// d*sum(q) as floats [n/32]. The float copies are exact conversions of the fp16 fields, computed once per
+// token so the dot kernels of every weight row skip the conversion; scalar kernels ignore them.
 size_t ActRowBytes(DType act, int64_t n);
 void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst, int64_t n);
+// Bytes of nb partner blocks of block_bytes each, rounded up to 4: the float and int32 copies
+// after them start aligned (q8_0 blocks are 34 bytes).
+inline size_t ActBlocksBytes(int64_t nb, size_t block_bytes) {
+  return (static_cast<size_t>(nb) * block_bytes + 3) / 4 * 4;
+}
 // The float scales / sums that follow nb partner blocks of block_bytes each.
 inline const float* ActScales(const void* x, int64_t nb, size_t block_bytes) {
-  return reinterpret_cast<const float*>(static_cast<const char*>(x) + nb * static_cast<int64_t>(block_bytes));
+  return reinterpret_cast<const float*>(static_cast<const char*>(x) + ActBlocksBytes(nb, block_bytes));
 }
 // A q8_0 partner row's int32 block sums [nb].
 inline const int32_t* ActSumsQ8_0(const void* x, int64_t nb) {

@@ -32,16 +32,17 @@ std::byte* Scratch(size_t bytes) {
 namespace internal {
 
 size_t ActRowBytes(DType act, int64_t n) {
-  const size_t base = RowBytes(act, n);
-  if (act == DType::kQ8_0) return base + static_cast<size_t>(n / 32) * (sizeof(float) + sizeof(int32_t));
-  if (act == DType::kQ8_1) return base + static_cast<size_t>(n / 32) * 2 * sizeof(float);
-  return base;
+  const size_t nb = static_cast<size_t>(n / 32);
+  if (act == DType::kQ8_0)
+    return ActBlocksBytes(n / 32, sizeof(block_q8_0)) + nb * (sizeof(float) + sizeof(int32_t));
+  if (act == DType::kQ8_1) return ActBlocksBytes(n / 32, sizeof(block_q8_1)) + nb * 2 * sizeof(float);
+  return RowBytes(act, n);
 }
 
 void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst, int64_t n) {
   tab.quantize_act[static_cast<int>(act)](x, dst, n);
   const int64_t nb = n / 32;
-  auto* extra = static_cast<char*>(dst) + RowBytes(act, n);
+  auto* extra = static_cast<char*>(dst) + ActBlocksBytes(nb, RowBytes(act, 32));
   if (act == DType::kQ8_0) {
     const auto* b = static_cast<const block_q8_0*>(dst);
     for (int64_t i = 0; i < nb; ++i) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/avx512/avx512.h"
+#include "kernels/avx512/avx512_util.h"
 #include "kernels/int8_dot_body.h"
 
 namespace ferry::kernels::avx512 {
@@ -24,7 +25,11 @@ struct Avx512Ops {
         acc, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1)));
   }
   static V SumX(V sx, V) { return sx; }  // unused: kBias == 0
-  static uint32_t Hsum(V a) { return static_cast<uint32_t>(_mm512_reduce_add_epi32(a)); }
+  // By vector adds, which wrap: _mm512_reduce_add_epi32 ends in a signed int addition that
+  // overflows (undefined) on the longest rows, whose sums are exact modulo 2^32 by design.
+  static uint32_t Hsum(V a) {
+    return static_cast<uint32_t>(HsumI32x8(_mm256_add_epi32(LoHalf(a), HiHalf(a))));
+  }
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // AVX512_VNNI W8A8 dots: int8_dot_body.h with 512-bit vpdpbusd (weights offset to w + 128).
-#include "kernels/x86_intrinsics.h"
+#include "kernels/avx512/avx512_util.h"
 #include "kernels/avx512vnni/avx512vnni.h"
 #include "kernels/int8_dot_body.h"
+#include "kernels/x86_intrinsics.h"
 
 namespace ferry::kernels::avx512vnni {
 namespace {
@@ -16,7 +17,11 @@ struct VnniOps {
     return _mm512_dpbusd_epi32(acc, _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))), x);
   }
   static V SumX(V sx, V x) { return _mm512_dpbusd_epi32(sx, _mm512_set1_epi8(1), x); }
-  static uint32_t Hsum(V a) { return static_cast<uint32_t>(_mm512_reduce_add_epi32(a)); }
+  // By vector adds, which wrap: _mm512_reduce_add_epi32 ends in a signed int addition that
+  // overflows (undefined) on the longest rows, whose sums are exact modulo 2^32 by design.
+  static uint32_t Hsum(V a) {
+    return static_cast<uint32_t>(avx512::HsumI32x8(_mm256_add_epi32(avx512::LoHalf(a), avx512::HiHalf(a))));
+  }
 };
 
 }  // namespace
