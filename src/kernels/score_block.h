@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/kv_row.h"
 
 namespace ferry::kernels {
 namespace {  // internal linkage: each ISA's files compile their own copy with their own flags
@@ -59,6 +60,22 @@ void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd,
   if constexpr (NR > 1) r1.Store(scale, nk, s + ld_s);
   if constexpr (NR > 2) r2.Store(scale, nk, s + 2 * static_cast<int64_t>(ld_s));
   if constexpr (NR > 3) r3.Store(scale, nk, s + 3 * static_cast<int64_t>(ld_s));
+}
+
+// attn_scores by 4-key blocks: s[r][j] for n_rows rows x n_keys keys (k: the first key row, rows
+// k_stride bytes apart), rows in blocks of up to kMaxRows (what the ISA's registers hold).
+template <typename Ops, DType T, int kMaxRows>
+void ScoresByKeyQuads(const float* const* q, int n_rows, const uint8_t* k, int64_t k_stride, int n_keys,
+                      int head_dim, float scale, float* s, int ld_s) {
+  for (int j0 = 0; j0 < n_keys; j0 += 4) {
+    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
+    const uint8_t* kr[4];
+    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
+    ForRowBlocks<kMaxRows>(n_rows, [=](auto nr, int r) {
+      ScoresBlock<Ops, T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
+                                               s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
+    });
+  }
 }
 
 }  // namespace

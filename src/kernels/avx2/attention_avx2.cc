@@ -159,16 +159,8 @@ void PvRows(const float* p, int ld_p, const uint8_t* v, int64_t v_stride, int n_
 template <DType T>
 void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
-  const uint8_t* k = static_cast<const uint8_t*>(k_void);
-  for (int j0 = 0; j0 < n_keys; j0 += 4) {
-    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
-    const uint8_t* kr[4];
-    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
-    ForRowBlocks<3>(n_rows, [=](auto nr, int r) {
-      ScoresBlock<Ops8, T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
-                                                s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-    });
-  }
+  ScoresByKeyQuads<Ops8, T, 3>(q, n_rows, static_cast<const uint8_t*>(k_void), k_stride, n_keys, head_dim,
+                               scale, s, ld_s);
 }
 
 template <DType T>

@@ -149,18 +149,8 @@ template <DType T>
 void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
   const uint8_t* k = static_cast<const uint8_t*>(k_void);
-  if (head_dim > kKeysInLanesMaxDim) {
-    for (int j0 = 0; j0 < n_keys; j0 += 4) {
-      const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
-      const uint8_t* kr[4];
-      for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
-      ForRowBlocks<4>(n_rows, [=](auto nr, int r) {
-        ScoresBlock<Ops16, T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
-                                                   s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
-      });
-    }
-    return;
-  }
+  if (head_dim > kKeysInLanesMaxDim)
+    return ScoresByKeyQuads<Ops16, T, 4>(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
   alignas(64) float kt[kKeysInLanesMaxDim * 16];  // [head_dim][16 keys]
   for (int j0 = 0; j0 < n_keys; j0 += 16) {
     const int nk = n_keys - j0 < 16 ? n_keys - j0 : 16;
