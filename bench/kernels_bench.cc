@@ -188,10 +188,11 @@ void BM_SiluMul(benchmark::State& state) {
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
 // Decode attention: 1 query, 32 heads; args: context, threads, KV type (DType; K and V alike),
-// head_dim: 64 with 4 KV heads (tinyllama-1.1b) or 128 with 8 (Llama-3-8B). Long contexts split
-// into 256-key chunks (flash-decoding), so 2 threads help at batch 1.
+// head_dim: 64 with 4 KV heads (tinyllama-1.1b) or 128 with 8 (Llama-3-8B), KV block size (16:
+// the paged cache of the serving engine; 4096: one block, as the contiguous cache of `ferry
+// bench`). Long contexts split into 256-key chunks (flash-decoding), so 2 threads help at batch 1.
 void BM_AttentionDecode(benchmark::State& state) {
-  const int n_ctx = static_cast<int>(state.range(0)), bs = 16, nh = 32;
+  const int n_ctx = static_cast<int>(state.range(0)), bs = static_cast<int>(state.range(4)), nh = 32;
   const int threads = static_cast<int>(state.range(1));
   const auto type = static_cast<DType>(state.range(2));
   const int hd = static_cast<int>(state.range(3)), nkv = hd == 64 ? 4 : 8;
@@ -224,16 +225,19 @@ BENCHMARK(BM_AttentionDecode)
                    {1, 2},
                    {static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kF16),
                     static_cast<int64_t>(DType::kQ8_0)},
-                   {64, 128}})
+                   {64, 128},
+                   {16, 4096}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 // Decode attention of a whole model at depth: every layer's own f16 cache (so none stays in L3
 // between tokens, as in a real decode step), one query per layer; args: context, threads, shape:
 // 0 = tinyllama-1.1b (22 layers, 32 heads / 4 KV heads of 64), 1 = qwen3-0.6b (28 layers, 16 / 8 of
-// 128). Reports the K/V bytes read per second.
+// 128), KV block size (16: the serving engine's paged cache; 4096: `ferry bench`'s contiguous
+// one). Reports the K/V bytes read per second.
 void BM_AttentionDecodeLayers(benchmark::State& state) {
-  const int n_ctx = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1)), bs = 16;
+  const int n_ctx = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
+  const int bs = static_cast<int>(state.range(3));
   const bool qwen = state.range(2) == 1;
   const int n_layers = qwen ? 28 : 22, nh = qwen ? 16 : 32, nkv = qwen ? 8 : 4, hd = qwen ? 128 : 64;
   const int nb = (n_ctx + bs - 1) / bs;
@@ -265,8 +269,8 @@ void BM_AttentionDecodeLayers(benchmark::State& state) {
   state.SetLabel(qwen ? "qwen3-0.6b" : "tinyllama-1.1b");
 }
 BENCHMARK(BM_AttentionDecodeLayers)
-    ->ArgsProduct({{4096}, {1, 2}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)
+    ->ArgsProduct({{4096}, {1, 2}, {0, 1}, {16, 4096}})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 // One online-softmax step (dispatch.h attn_softmax) over a key tile of 64 scores, 256 rows

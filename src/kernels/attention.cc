@@ -5,10 +5,10 @@
 // Keys are cut into chunks of kKvChunk positions at absolute multiples of kKvChunk. Each chunk
 // yields a partial softmax (max m, sum l, unnormalized p*v accumulator); the chunks of a
 // (query, head) are then merged in chunk order, the first chunk taken as is. Inside a chunk,
-// key tiles of kKeyTile start at the chunk start and at each KV block start; a query's last
-// tile ends at its own position. So the arithmetic of a (query, head) pair -- chunks, tiles,
-// rescales, merge order -- is a function of its position and the block size only: never of
-// n_q, the batch, the query tile, head grouping or thread count. The micro-kernels
+// key tiles of kKeyTile start every kKeyTile keys; a tile spanning KV blocks is scored and
+// summed block run by block run, in key order. So the arithmetic of a (query, head) pair --
+// chunks, tiles, rescales, merge order -- is a function of its position only: never of the KV
+// block size, n_q, the batch, the query tile, head grouping or thread count. The micro-kernels
 // (dispatch.h attn_scores / attn_softmax / attn_pv) keep that: a row's sums never depend on
 // the rows beside it, and a key past a query's position gets p = 0, which leaves its
 // accumulator bit-identical. A sliding window (AttentionVariant) masks the keys before it
@@ -41,7 +41,8 @@ constexpr int kKeyTile = 64;        // keys scored before one rescale of the acc
 constexpr int kKvChunk = 256;       // keys per partial softmax (split unit along the sequence)
 constexpr int kMaxGroup = 64;       // heads processed together
 constexpr int kMaxQueryTile = 8;    // queries per task
-constexpr int kPrefetchKeys = 128;  // keys whose K and V rows are requested ahead of the tile scored
+constexpr int kPrefetchKeys = 128;  // keys whose K and V rows are requested ahead of the keys scored
+constexpr int kPrefetchStep = 16;   // keys scored per batch of those requests
 constexpr int kTileRows = 32;       // target rows (queries x heads) per task: Q, S, acc fit L1/L2
 // Below this many multiply-adds per pass (sum of keys x heads x head_dim) a call runs on the
 // calling thread: waking the pool costs more than it saves (a decode step of short sequences
@@ -181,54 +182,71 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
   const uint8_t* k_cache = static_cast<const uint8_t*>(kv.k_cache) + kvh * a.k_row;
   const uint8_t* v_cache =
       static_cast<const uint8_t*>(kv.v_in_k > 0 ? kv.k_cache : kv.v_cache) + kvh * a.v_head;
-  for (int pos = k0; pos < k_end;) {
-    const int blk0 = pos / kv.block_size * kv.block_size;
-    const int64_t phys = kv.block_table[blk0 / kv.block_size];
-    const int blk_end = std::min(k_end, blk0 + kv.block_size);
-    for (int p0 = pos; p0 < blk_end; p0 += kKeyTile) {
-      const int p1 = std::min(blk_end, p0 + kKeyTile);
-      // Rows with keys in [p0, p1); n = p1 - p0 (the row with the furthest query reads all).
-      // Tiles keep their places whatever the window: a window only masks keys within them.
-      int na = 0;
-      for (int qi = 0; qi < task.nq; ++qi) {
-        const int t = task.t0 + qi;
-        const int n_keys = KeyHi(a, t), lo = KeyLo(a, t);
-        if (n_keys <= p0 || lo >= p1) continue;
-        for (int i = 0; i < nh; ++i) {
-          const int r = qi * nh + i;
-          w.ids[na] = r;
-          w.n_valid[na] = std::min(n_keys, p1) - p0;
-          w.n_masked[na] = std::max(0, lo - p0);
-          w.q_rows[na] = a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
-          w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * dv;
-          ++na;
-        }
-      }
-      if (na == 0) continue;  // the whole tile is before every row's window
-      const int n = p1 - p0;
-      const int64_t slot = phys * kv.block_size + (p0 - blk0);  // token slot of key p0
-      const uint8_t* k_tile = k_cache + slot * a.k_stride;
-      const uint8_t* v_tile = v_cache + slot * a.v_stride;
-      const int ahead = std::min(prefetch_end, p1 + kPrefetchKeys);
-      if (ahead > fetched) {
-        PrefetchKeys(a, k_cache, v_cache, std::max(fetched, p0), ahead);
-        fetched = ahead;
-      }
-      a.scores(w.q_rows.data(), na, k_tile, a.k_stride, n, hd, a.scale, w.s.data(), kKeyTile);
-      for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
-        const int r = w.ids[x];
-        if (a.variant.logit_softcap > 0.f || w.n_masked[x] > 0)
-          ShapeScores(tab, a.variant, w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x],
-                      w.n_masked[x]);
-        float tile_sum;
-        const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,
-                                         &p.m[r], &tile_sum);
-        if (c != 1.f) tab.scale(w.acc_rows[x], c, dv);  // the max grew: rescale (exact skip when c = 1)
-        p.l[r] = p.l[r] * c + tile_sum;
-      }
-      a.pv(w.s.data(), kKeyTile, na, v_tile, a.v_stride, n, dv, w.acc_rows.data());
+  // Calls f(first key, keys, its K rows, its V rows) for the runs of keys of [p0, p1) that lie in
+  // one KV block (contiguous rows), in key order.
+  auto for_block_runs = [&](int p0, int p1, auto&& f) {
+    for (int pos = p0; pos < p1;) {
+      const int blk0 = pos / kv.block_size * kv.block_size;
+      const int end = std::min(p1, blk0 + kv.block_size);
+      const int64_t slot = int64_t{kv.block_table[blk0 / kv.block_size]} * kv.block_size + (pos - blk0);
+      f(pos, end - pos, k_cache + slot * a.k_stride, v_cache + slot * a.v_stride);
+      pos = end;
     }
-    pos = blk_end;
+  };
+  for (int p0 = k0; p0 < k_end; p0 += kKeyTile) {
+    const int p1 = std::min(k_end, p0 + kKeyTile);
+    // Rows with keys in [p0, p1); n = p1 - p0 (the row with the furthest query reads all).
+    // Tiles keep their places whatever the window: a window only masks keys within them.
+    int na = 0, lo_min = p1;  // lo_min: the first key any row's window holds
+    for (int qi = 0; qi < task.nq; ++qi) {
+      const int t = task.t0 + qi;
+      const int n_keys = KeyHi(a, t), lo = KeyLo(a, t);
+      if (n_keys <= p0 || lo >= p1) continue;
+      lo_min = std::min(lo_min, lo);
+      for (int i = 0; i < nh; ++i) {
+        const int r = qi * nh + i;
+        w.ids[na] = r;
+        w.n_valid[na] = std::min(n_keys, p1) - p0;
+        w.n_masked[na] = std::max(0, lo - p0);
+        w.q_rows[na] = a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
+        w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * dv;
+        ++na;
+      }
+    }
+    if (na == 0) continue;  // the whole tile is before every row's window
+    const int n = p1 - p0;
+    // Keys before every row's window are neither read nor scored (a sliding layer may have
+    // freed their blocks): ShapeScores gives them -inf, so p = 0, in every row.
+    const int first = std::max(p0, lo_min);
+    // A (row, key) score never depends on the keys scored beside it, so a tile is scored in runs
+    // of at most kPrefetchStep keys within one KV block, each after the rows kPrefetchKeys
+    // further on are requested: a steady trickle of requests, not a tile's worth at once.
+    for_block_runs(first, p1, [&](int pos, int nk, const uint8_t* k_rows, const uint8_t*) {
+      for (int j = 0; j < nk; j += kPrefetchStep) {
+        const int ahead = std::min(prefetch_end, pos + j + kPrefetchStep + kPrefetchKeys);
+        if (ahead > fetched) {
+          PrefetchKeys(a, k_cache, v_cache, std::max(fetched, pos + j), ahead);
+          fetched = ahead;
+        }
+        a.scores(w.q_rows.data(), na, k_rows + j * a.k_stride, a.k_stride, std::min(kPrefetchStep, nk - j),
+                 hd, a.scale, w.s.data() + (pos + j - p0), kKeyTile);
+      }
+    });
+    for (int x = 0; x < na; ++x) {  // online softmax; keys past a row's query get p = 0
+      const int r = w.ids[x];
+      if (a.variant.logit_softcap > 0.f || w.n_masked[x] > 0)
+        ShapeScores(tab, a.variant, w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x],
+                    w.n_masked[x]);
+      float tile_sum;
+      const float c = tab.attn_softmax(w.s.data() + static_cast<int64_t>(x) * kKeyTile, w.n_valid[x], n,
+                                       &p.m[r], &tile_sum);
+      if (c != 1.f) tab.scale(w.acc_rows[x], c, dv);  // the max grew: rescale (exact skip when c = 1)
+      p.l[r] = p.l[r] * c + tile_sum;
+    }
+    // P.V adds key by key in key order, so run by run gives the same sums as the whole tile.
+    for_block_runs(first, p1, [&](int pos, int nk, const uint8_t*, const uint8_t* v_rows) {
+      a.pv(w.s.data() + (pos - p0), kKeyTile, na, v_rows, a.v_stride, nk, dv, w.acc_rows.data());
+    });
   }
   return true;
 }

@@ -19,9 +19,9 @@ struct KvBudgetConfig {
   int32_t budget = 0;          // tokens kept per sequence after each eviction
   int32_t sink_tokens = 4;     // positions 0..sink_tokens-1 are never evicted
   int32_t recent_window = -1;  // the newest tokens never evicted; < 0: see SparsityOptions
-  int32_t block_size = 64;     // BudgetKvCache only: a multiple of the attention kernel's 64-key
-                               // tile keeps results bit-identical to a contiguous cache while
-                               // nothing is evicted (the serving engine uses its own blocks)
+  int32_t block_size = 64;     // BudgetKvCache only (the serving engine uses its own blocks);
+                               // any size gives the contiguous cache's bits while nothing is
+                               // evicted: the attention kernel's tiles ignore block boundaries
   // The recent window and heavy-hitter count this config resolves to.
   int32_t Recent() const;
   int32_t Heavy() const;

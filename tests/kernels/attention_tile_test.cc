@@ -290,6 +290,66 @@ TEST(AttentionQueryTiles, BitIdenticalWhateverTheSplitOfQueriesAndThreads) {
   }
 }
 
+// The same keys and values stored in blocks of another size, the blocks shuffled: slot bytes
+// (n_kv_heads rows of `type`) copied position by position.
+Cache Relayout(std::mt19937& rng, const Cache& src, const Shape& s, int block_size) {
+  Shape t = s;
+  t.block_size = block_size;
+  Cache c = RandomCache(rng, t, src.type);  // the shuffled table and buffers of the new size
+  const size_t slot = KvRowBytes(src.type, s.head_dim) * s.n_kv_heads;
+  for (int p = 0; p < s.n_ctx; ++p) {
+    const size_t from =
+        (static_cast<size_t>(src.table[p / s.block_size]) * s.block_size + p % s.block_size) * slot;
+    const size_t to = (static_cast<size_t>(c.table[p / block_size]) * block_size + p % block_size) * slot;
+    std::memcpy(c.k.data() + to, src.k.data() + from, slot);
+    std::memcpy(c.v.data() + to, src.v.data() + from, slot);
+  }
+  return c;
+}
+
+// Key tiles fall at multiples of 64 keys whatever the KV block size, so a paged cache (blocks of
+// 16) and a contiguous one (one block per sequence) give the same bits: decode (one query, the
+// split schedule with 2 threads) and a prefill chunk, with and without a sliding window (whose
+// blocks before every query's window are never read).
+TEST(AttentionQueryTiles, BitIdenticalWhateverTheKvBlockSize) {
+  testing::ScopedIsa isa_guard;
+  std::mt19937 rng(54);
+  ThreadPool pool2(2);
+  const Shape shapes[] = {{32, 4, 64, 64, 700, 1}, {8, 2, 128, 64, 300, 9}, {6, 2, 40, 64, 150, 5}};
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    for (DType type : kKvTypes)
+      for (const Shape& s : shapes) {
+        if (!KvTypeFits(type, s.head_dim)) continue;
+        const Cache c = RandomCache(rng, s, type);
+        const int row = s.n_heads * s.head_dim;
+        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
+        std::vector<int32_t> pos(s.n_q);
+        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+        for (int window : {0, 100}) {
+          const AttentionVariant variant{window};
+          std::vector<float> want(q.size());
+          Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, 0.11f, c.kv(),
+                    want.data(), &pool2, variant);
+          for (int bs : {1, 5, 16, 48, 100, 1024}) {
+            SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) +
+                         " hd=" + std::to_string(s.head_dim) + " window=" + std::to_string(window) +
+                         " block_size=" + std::to_string(bs));
+            Cache other = Relayout(rng, c, s, bs);
+            // Blocks wholly before every query's window may be freed (a sliding layer's are):
+            // their table entries point far outside the cache, so reading one faults.
+            const int lo = window > 0 ? std::max(0, pos[0] + 1 - window) : 0;
+            for (int b = 0; (b + 1) * bs <= lo; ++b) other.table[b] = 1 << 28;
+            std::vector<float> got(q.size());
+            Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, 0.11f, other.kv(),
+                      got.data(), &pool2, variant);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4));
+          }
+        }
+      }
+  }
+}
+
 // Attention over a cache stored as each KV type against the f32 attention of the values it
 // was rounded from, within what that rounding allows: with every score of a row off by at most
 // D = scale * sum_d |q_d| |k_d - k^_d| (the rows' own rounding errors), the weights move by a
