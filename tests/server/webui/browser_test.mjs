@@ -10,7 +10,14 @@ import { join } from 'node:path';
 
 const [ferry, chromium, artifacts] = process.argv.slice(2);
 const procs = [];
-function cleanup() { for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL'); }
+// Children run in process groups of their own (detached), killed whole: Chromium's helper
+// processes would otherwise outlive it and keep writing its profile while it is removed.
+function cleanup() {
+  for (const p of procs) {
+    if (p.exitCode !== null) continue;
+    try { process.kill(-p.pid, 'SIGKILL'); } catch { p.kill('SIGKILL'); }
+  }
+}
 process.on('exit', cleanup);
 const fail = (msg) => { console.error('FAIL ' + msg); cleanup(); process.exit(1); };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -30,7 +37,7 @@ function waitFor(proc, pattern, what) {
 }
 
 const server = spawn(ferry, ['serve', '--port', '0', '--kv-cache-memory', '16M', '--threads', '1'],
-                     { stdio: ['ignore', 'ignore', 'pipe'] });
+                     { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
 procs.push(server);
 const port = (await waitFor(server, /on http:\/\/127\.0\.0\.1:(\d+)/, 'ferry serve'))[1];
 const url = `http://127.0.0.1:${port}/`;
@@ -40,9 +47,9 @@ const browser = spawn(chromium, ['--headless', '--no-sandbox', '--disable-gpu', 
                                  '--disable-component-update', '--disable-sync', '--no-first-run',
                                  `--user-data-dir=${profile}`, '--remote-debugging-port=0',
                                  '--window-size=1000,700', 'about:blank'],
-                      { stdio: ['ignore', 'ignore', 'pipe'] });
+                      { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
 procs.push(browser);
-process.on('exit', () => { try { rmSync(profile, { recursive: true, force: true, maxRetries: 3 }); } catch {} });
+process.on('exit', () => { try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch {} });
 const devtools = (await waitFor(browser, /DevTools listening on (ws:\/\/\S+)/, 'chromium'))[1];
 
 // The page target's WebSocket, from the browser's HTTP endpoint.
