@@ -47,7 +47,8 @@ const browser = spawn(chromium, ['--headless', '--no-sandbox', '--disable-gpu', 
                                  '--disable-component-update', '--disable-sync', '--no-first-run',
                                  `--user-data-dir=${profile}`, '--remote-debugging-port=0',
                                  '--window-size=1000,700', 'about:blank'],
-                      { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+                      // TMPDIR inside the profile: Chromium's own scratch files go with it
+                      { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env: { ...process.env, TMPDIR: profile } });
 procs.push(browser);
 process.on('exit', () => { try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch {} });
 const devtools = (await waitFor(browser, /DevTools listening on (ws:\/\/\S+)/, 'chromium'))[1];
