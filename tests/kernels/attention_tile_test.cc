@@ -11,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -216,8 +217,54 @@ Cache RandomCache(std::mt19937& rng, const Shape& s, DType type = DType::kF32) {
   return c;
 }
 
-TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
+// A random cache of `s` and s.n_q random queries at its last n_q positions in order (a prefill
+// chunk; one query: a decode step).
+struct Problem {
+  Cache cache;
+  std::vector<float> q;      // [n_q, n_heads, head_dim]
+  std::vector<int32_t> pos;  // [n_q]
+};
+Problem RandomProblem(std::mt19937& rng, const Shape& s, DType type) {
+  Problem p{RandomCache(rng, s, type), {}, std::vector<int32_t>(s.n_q)};
+  p.q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
+  for (int t = 0; t < s.n_q; ++t) p.pos[t] = s.n_ctx - s.n_q + t;
+  return p;
+}
+
+// The naive reference attention over `naive_kv` (want) and Attention over the problem's own cache
+// (got), at the usual 1 / sqrt(head_dim) scale.
+struct WantGot {
+  std::vector<float> want, got;  // [n_q, n_heads, head_dim] each
+};
+float ScaleOf(const Shape& s) {
+  return 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+WantGot NaiveAndTiled(const Problem& p, const Shape& s, const KvBlocks& naive_kv, ThreadPool* pool) {
+  WantGot r{std::vector<float>(p.q.size()), std::vector<float>(p.q.size())};
+  ref::AttentionNaive(p.q.data(), s.n_q, p.pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s),
+                      naive_kv, r.want.data());
+  Attention(p.q.data(), s.n_q, p.pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s), p.cache.kv(),
+            r.got.data(), pool);
+  return r;
+}
+
+// Calls f(isa, type, shape) with each ISA table this CPU runs switched in, for every KV type
+// and every shape whose head_dim that type can store; stops at the first fatal failure.
+template <typename F>
+void ForEachTableTypeShape(std::span<const Shape> shapes, F&& f) {
   testing::ScopedIsa isa_guard;
+  for (Isa isa : testing::TestIsas()) {
+    ASSERT_TRUE(isa_guard.Set(isa));
+    for (DType type : kKvTypes)
+      for (const Shape& s : shapes) {
+        if (!KvTypeFits(type, s.head_dim)) continue;
+        f(isa, type, s);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+  }
+}
+
+TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
   std::mt19937 rng(52);
   ThreadPool pool(2);
   // n_q not a multiple of the query tile; n_ctx not a multiple of 64 or the block size;
@@ -225,69 +272,49 @@ TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
   const Shape shapes[] = {{4, 4, 64, 16, 83, 13},  {9, 3, 64, 16, 150, 11}, {8, 2, 80, 48, 301, 21},
                           {16, 2, 128, 32, 97, 9}, {6, 2, 40, 8, 37, 37},   {8, 1, 64, 64, 600, 19},
                           {8, 4, 96, 16, 70, 7}};
-  for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(isa_guard.Set(isa));
-    for (DType type : kKvTypes)
-      for (const Shape& s : shapes) {
-        if (!KvTypeFits(type, s.head_dim)) continue;
-        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) +
-                     " heads=" + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
-                     " hd=" + std::to_string(s.head_dim) + " n_q=" + std::to_string(s.n_q));
-        const Cache c = RandomCache(rng, s, type);
-        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
-        std::vector<int32_t> pos(s.n_q);  // the last n_q positions, in order (a prefill chunk)
-        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-        std::vector<float> want(q.size()), got(q.size());
-        ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(),
-                            want.data());
-        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), got.data(),
-                  &pool);
-        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f) << i;
-      }
-  }
+  ForEachTableTypeShape(shapes, [&](Isa isa, DType type, const Shape& s) {
+    SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " heads=" + std::to_string(s.n_heads) +
+                 "/" + std::to_string(s.n_kv_heads) + " hd=" + std::to_string(s.head_dim) +
+                 " n_q=" + std::to_string(s.n_q));
+    const Problem pr = RandomProblem(rng, s, type);
+    const auto [want, got] = NaiveAndTiled(pr, s, pr.cache.kv(), &pool);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f) << i;
+  });
 }
 
 TEST(AttentionQueryTiles, BitIdenticalWhateverTheSplitOfQueriesAndThreads) {
-  testing::ScopedIsa isa_guard;
   std::mt19937 rng(53);
   ThreadPool pool2(2), pool3(3);
   const Shape shapes[] = {
       {9, 3, 64, 16, 700, 23}, {8, 1, 80, 48, 130, 17}, {4, 4, 128, 32, 90, 10}, {8, 2, 96, 16, 300, 9}};
-  for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(isa_guard.Set(isa));
-    for (DType type : kKvTypes)
-      for (const Shape& s : shapes) {
-        if (!KvTypeFits(type, s.head_dim)) continue;
-        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
-        const Cache c = RandomCache(rng, s, type);
-        const int row = s.n_heads * s.head_dim;
-        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
-        // Positions of a prefill chunk, but shuffled: a tile's queries end at different keys
-        // and chunks, not in order.
-        std::vector<int32_t> pos(s.n_q);
-        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
-        std::shuffle(pos.begin(), pos.end(), rng);
-        pos[1] = 5;  // one query far behind the others (fewer chunks than its tile)
-        const float scale = 0.11f;
-        std::vector<float> all(q.size());
-        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), all.data(),
-                  nullptr);
-        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-          for (int chunk : {1, 2, 3, 5, s.n_q}) {
-            std::vector<float> got(q.size());
-            for (int t0 = 0; t0 < s.n_q; t0 += chunk) {
-              const int n = std::min(chunk, s.n_q - t0);
-              Attention(q.data() + static_cast<int64_t>(t0) * row, n, pos.data() + t0, s.n_heads,
-                        s.n_kv_heads, s.head_dim, scale, c.kv(), got.data() + static_cast<int64_t>(t0) * row,
-                        pool);
-            }
-            ASSERT_EQ(0, std::memcmp(got.data(), all.data(), all.size() * 4))
-                << "chunk " << chunk << " threads " << (pool ? pool->size() : 1);
-          }
+  ForEachTableTypeShape(shapes, [&](Isa isa, DType type, const Shape& s) {
+    SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
+    const Cache c = RandomCache(rng, s, type);
+    const int row = s.n_heads * s.head_dim;
+    const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
+    // Positions of a prefill chunk, but shuffled: a tile's queries end at different keys
+    // and chunks, not in order.
+    std::vector<int32_t> pos(s.n_q);
+    for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
+    std::shuffle(pos.begin(), pos.end(), rng);
+    pos[1] = 5;  // one query far behind the others (fewer chunks than its tile)
+    const float scale = 0.11f;
+    std::vector<float> all(q.size());
+    Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), all.data(),
+              nullptr);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      for (int chunk : {1, 2, 3, 5, s.n_q}) {
+        std::vector<float> got(q.size());
+        for (int t0 = 0; t0 < s.n_q; t0 += chunk) {
+          const int n = std::min(chunk, s.n_q - t0);
+          Attention(q.data() + static_cast<int64_t>(t0) * row, n, pos.data() + t0, s.n_heads, s.n_kv_heads,
+                    s.head_dim, scale, c.kv(), got.data() + static_cast<int64_t>(t0) * row, pool);
         }
+        ASSERT_EQ(0, std::memcmp(got.data(), all.data(), all.size() * 4))
+            << "chunk " << chunk << " threads " << (pool ? pool->size() : 1);
       }
-  }
+    }
+  });
 }
 
 // The same keys and values stored in blocks of another size, the blocks shuffled: slot bytes
@@ -312,42 +339,31 @@ Cache Relayout(std::mt19937& rng, const Cache& src, const Shape& s, int block_si
 // split schedule with 2 threads) and a prefill chunk, with and without a sliding window (whose
 // blocks before every query's window are never read).
 TEST(AttentionQueryTiles, BitIdenticalWhateverTheKvBlockSize) {
-  testing::ScopedIsa isa_guard;
   std::mt19937 rng(54);
   ThreadPool pool2(2);
   const Shape shapes[] = {{32, 4, 64, 64, 700, 1}, {8, 2, 128, 64, 300, 9}, {6, 2, 40, 64, 150, 5}};
-  for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(isa_guard.Set(isa));
-    for (DType type : kKvTypes)
-      for (const Shape& s : shapes) {
-        if (!KvTypeFits(type, s.head_dim)) continue;
-        const Cache c = RandomCache(rng, s, type);
-        const int row = s.n_heads * s.head_dim;
-        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * row);
-        std::vector<int32_t> pos(s.n_q);
-        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
-        for (int window : {0, 100}) {
-          const AttentionVariant variant{window};
-          std::vector<float> want(q.size());
-          Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, 0.11f, c.kv(),
-                    want.data(), &pool2, variant);
-          for (int bs : {1, 5, 16, 48, 100, 1024}) {
-            SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) +
-                         " hd=" + std::to_string(s.head_dim) + " window=" + std::to_string(window) +
-                         " block_size=" + std::to_string(bs));
-            Cache other = Relayout(rng, c, s, bs);
-            // Blocks wholly before every query's window may be freed (a sliding layer's are):
-            // their table entries point far outside the cache, so reading one faults.
-            const int lo = window > 0 ? std::max(0, pos[0] + 1 - window) : 0;
-            for (int b = 0; (b + 1) * bs <= lo; ++b) other.table[b] = 1 << 28;
-            std::vector<float> got(q.size());
-            Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, 0.11f, other.kv(),
-                      got.data(), &pool2, variant);
-            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4));
-          }
-        }
+  ForEachTableTypeShape(shapes, [&](Isa isa, DType type, const Shape& s) {
+    const auto [c, q, pos] = RandomProblem(rng, s, type);
+    for (int window : {0, 100}) {
+      const AttentionVariant variant{window};
+      std::vector<float> want(q.size());
+      Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, 0.11f, c.kv(), want.data(),
+                &pool2, variant);
+      for (int bs : {1, 5, 16, 48, 100, 1024}) {
+        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim) +
+                     " window=" + std::to_string(window) + " block_size=" + std::to_string(bs));
+        Cache other = Relayout(rng, c, s, bs);
+        // Blocks wholly before every query's window may be freed (a sliding layer's are):
+        // their table entries point far outside the cache, so reading one faults.
+        const int lo = window > 0 ? std::max(0, pos[0] + 1 - window) : 0;
+        for (int b = 0; (b + 1) * bs <= lo; ++b) other.table[b] = 1 << 28;
+        std::vector<float> got(q.size());
+        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, 0.11f, other.kv(),
+                  got.data(), &pool2, variant);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4));
       }
-  }
+    }
+  });
 }
 
 // Attention over a cache stored as each KV type against the f32 attention of the values it
@@ -356,55 +372,44 @@ TEST(AttentionQueryTiles, BitIdenticalWhateverTheKvBlockSize) {
 // factor within exp(+-2D), so |o^ - o| <= max_j |v^_j - v_j| + (exp(2D) - 1) * max_j |v_j|,
 // plus float slack.
 TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
-  testing::ScopedIsa isa_guard;
   std::mt19937 rng(55);
   ThreadPool pool(2);
   const Shape shapes[] = {{8, 2, 64, 16, 300, 5}, {4, 4, 32, 32, 90, 3}, {6, 2, 128, 16, 41, 41}};
-  for (Isa isa : testing::TestIsas()) {
-    ASSERT_TRUE(isa_guard.Set(isa));
-    for (DType type : kKvTypes)
-      for (const Shape& s : shapes) {
-        SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
-        const Cache c = RandomCache(rng, s, type);
-        const auto q = testing::RandomFloats(rng, static_cast<int64_t>(s.n_q) * s.n_heads * s.head_dim);
-        std::vector<int32_t> pos(s.n_q);
-        for (int t = 0; t < s.n_q; ++t) pos[t] = s.n_ctx - s.n_q + t;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-        std::vector<float> want(q.size()), got(q.size());
-        ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale,
-                            c.kv_f32(), want.data());
-        Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, scale, c.kv(), got.data(),
-                  &pool);
-        const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
-        std::vector<float> kq(hd), vq(hd);
-        const size_t rb = KvRowBytes(type, hd);
-        for (int t = 0; t < s.n_q; ++t)
-          for (int h = 0; h < s.n_heads; ++h) {
-            const float* qv = q.data() + (static_cast<int64_t>(t) * s.n_heads + h) * hd;
-            double D = 0, ev = 0, vmax = 0;
-            for (int p = 0; p <= pos[t]; ++p) {
-              const int64_t row =
-                  (static_cast<int64_t>(c.table[p / s.block_size]) * s.block_size + p % s.block_size) *
-                      s.n_kv_heads +
-                  h / group;
-              DequantizeRow(type, c.k.data() + row * rb, kq.data(), hd);
-              DequantizeRow(type, c.v.data() + row * rb, vq.data(), hd);
-              double dk = 0;
-              for (int d = 0; d < hd; ++d) {
-                dk += std::fabs(qv[d]) * std::fabs(kq[d] - c.k32[row * hd + d]);
-                ev = std::max(ev, static_cast<double>(std::fabs(vq[d] - c.v32[row * hd + d])));
-                vmax = std::max(vmax, static_cast<double>(std::fabs(c.v32[row * hd + d])));
-              }
-              D = std::max(D, dk * scale);
-            }
-            const double bound = ev + std::expm1(2 * D) * vmax + 3e-5;
-            for (int d = 0; d < hd; ++d) {
-              const size_t i = (static_cast<size_t>(t) * s.n_heads + h) * hd + d;
-              ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "t=" << t << " h=" << h << " d=" << d;
-            }
+  ForEachTableTypeShape(shapes, [&](Isa isa, DType type, const Shape& s) {
+    SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
+    const Problem pr = RandomProblem(rng, s, type);
+    const auto& [c, q, pos] = pr;
+    const auto [want, got] = NaiveAndTiled(pr, s, c.kv_f32(), &pool);
+    const float scale = ScaleOf(s);
+    const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+    std::vector<float> kq(hd), vq(hd);
+    const size_t rb = KvRowBytes(type, hd);
+    for (int t = 0; t < s.n_q; ++t)
+      for (int h = 0; h < s.n_heads; ++h) {
+        const float* qv = q.data() + (static_cast<int64_t>(t) * s.n_heads + h) * hd;
+        double D = 0, ev = 0, vmax = 0;
+        for (int p = 0; p <= pos[t]; ++p) {
+          const int64_t row =
+              (static_cast<int64_t>(c.table[p / s.block_size]) * s.block_size + p % s.block_size) *
+                  s.n_kv_heads +
+              h / group;
+          DequantizeRow(type, c.k.data() + row * rb, kq.data(), hd);
+          DequantizeRow(type, c.v.data() + row * rb, vq.data(), hd);
+          double dk = 0;
+          for (int d = 0; d < hd; ++d) {
+            dk += std::fabs(qv[d]) * std::fabs(kq[d] - c.k32[row * hd + d]);
+            ev = std::max(ev, static_cast<double>(std::fabs(vq[d] - c.v32[row * hd + d])));
+            vmax = std::max(vmax, static_cast<double>(std::fabs(c.v32[row * hd + d])));
           }
+          D = std::max(D, dk * scale);
+        }
+        const double bound = ev + std::expm1(2 * D) * vmax + 3e-5;
+        for (int d = 0; d < hd; ++d) {
+          const size_t i = (static_cast<size_t>(t) * s.n_heads + h) * hd + d;
+          ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "t=" << t << " h=" << h << " d=" << d;
+        }
       }
-  }
+  });
 }
 
 }  // namespace
