@@ -28,11 +28,15 @@ struct Harness {
     sched.Add(std::move(r));
   }
 
-  // One step with a fake runner: token = 1 + position % 7.
+  // One step with a fake runner: token = 1 + position % 7. The returned output's request
+  // pointers dangle for requests that finished in the step (TakeFinished frees them): read
+  // scheduled_ids instead.
   SchedulerOutput Step() {
     SchedulerOutput out = sched.Schedule();
     RunnerOutput ro;
+    scheduled_ids.clear();
     for (const ScheduledRequest& s : out.scheduled) {
+      scheduled_ids.push_back(s.req->id);
       // Every scheduled request must own slots for the tokens it computes.
       EXPECT_GE(s.req->kv.num_slots(), s.req->num_computed + s.num_tokens);
       std::vector<int32_t> t;
@@ -52,6 +56,7 @@ struct Harness {
   Scheduler sched;
   std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> finished;
   std::map<RequestId, int32_t> preemptions;  // of finished requests
+  std::vector<RequestId> scheduled_ids;      // of the last Step, in its order
 };
 
 std::vector<int32_t> Prompt(int n, int seed) {
@@ -71,7 +76,7 @@ TEST(Scheduler, TokenBudgetChunksPrefillAndDecodesGoFirst) {
   h.Add(2, Prompt(20, 1), 4);
   SchedulerOutput s2 = h.Step();  // request 1 decodes, request 2 gets a 7-token chunk
   ASSERT_EQ(s2.scheduled.size(), 2u);
-  EXPECT_EQ(s2.scheduled[0].req->id, 1);
+  EXPECT_EQ(h.scheduled_ids[0], 1);
   EXPECT_EQ(s2.scheduled[0].num_tokens, 1);
   EXPECT_EQ(s2.scheduled[1].num_tokens, 7);
   EXPECT_FALSE(s2.scheduled[1].WantsLogits());
@@ -100,10 +105,11 @@ TEST(Scheduler, StaticPolicyAdmitsNothingWhileABatchRuns) {
   h.Step();
   h.Add(3, Prompt(3, 2), 1);
   while (h.sched.HasWork()) {
-    SchedulerOutput o = h.Step();
-    for (const auto& s : o.scheduled)
-      if (s.req->id == 3) {
-        EXPECT_EQ(h.finished.count(std::make_pair(RequestId{2}, 0)), 1u);  // only after the batch ended
+    const bool had_two = h.finished.count(std::make_pair(RequestId{2}, 0)) == 1;
+    h.Step();
+    for (RequestId id : h.scheduled_ids)
+      if (id == 3) {
+        EXPECT_TRUE(had_two) << "request 3 ran before the batch of 1 and 2 ended";
       }
   }
   EXPECT_EQ(h.finished.size(), 3u);
