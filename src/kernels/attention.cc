@@ -131,27 +131,39 @@ void ShapeScores(const internal::KernelTable& tab, const AttentionVariant& v, fl
   std::fill(s, s + n_masked, -std::numeric_limits<float>::infinity());
 }
 
-// Requests the K and V rows of one KV head (k_cache, v_cache: its first rows) at positions
-// [from, to), walking the block table, into L2. A task reads one row per token slot, n_kv_heads
-// rows apart, which the hardware prefetchers do not follow, so the tile loop keeps kPrefetchKeys
-// keys requested ahead. Into L2, not L1: a hundred keys' rows in flight to L1 stall the loads
-// (decode at depth 4096, every layer's cache from DRAM: 1.5-1.7x slower than into L2).
-// Inlined: as a function of its own GCC takes it for one without side effects (a prefetch has
-// none it models) and deletes the calls.
-[[gnu::always_inline]] inline void PrefetchKeys(const AttnArgs& a, const uint8_t* k_cache,
-                                                const uint8_t* v_cache, int from, int to) {
+// Calls f(first key, keys, their K rows, their V rows) for the runs of keys of [from, to) that
+// lie in one KV block (rows n_kv_heads apart, contiguous in the block), in key order; k_cache,
+// v_cache: one KV head's first rows.
+template <typename F>
+[[gnu::always_inline]] inline void ForBlockRuns(const AttnArgs& a, const uint8_t* k_cache,
+                                                const uint8_t* v_cache, int from, int to, F&& f) {
   const KvBlocks& kv = *a.kv;
   for (int pos = from; pos < to;) {
     const int blk0 = pos / kv.block_size * kv.block_size;
-    const int64_t slot0 = int64_t{kv.block_table[blk0 / kv.block_size]} * kv.block_size - blk0;
-    for (const int end = std::min(to, blk0 + kv.block_size); pos < end; ++pos) {
-      const uint8_t* k_row = k_cache + (slot0 + pos) * a.k_stride;
-      for (int64_t b = 0; b < a.k_row; b += 64) __builtin_prefetch(k_row + b, 0, 2);
-      if (kv.v_in_k > 0) continue;  // the values are in the K row
-      const uint8_t* v_row = v_cache + (slot0 + pos) * a.v_stride;
-      for (int64_t b = 0; b < a.v_row; b += 64) __builtin_prefetch(v_row + b, 0, 2);
-    }
+    const int end = std::min(to, blk0 + kv.block_size);
+    const int64_t slot = int64_t{kv.block_table[blk0 / kv.block_size]} * kv.block_size + (pos - blk0);
+    f(pos, end - pos, k_cache + slot * a.k_stride, v_cache + slot * a.v_stride);
+    pos = end;
   }
+}
+
+// Requests the K and V rows of one KV head at positions [from, to) into L2. A task reads one
+// row per token slot, n_kv_heads rows apart, which the hardware prefetchers do not follow, so
+// the tile loop keeps kPrefetchKeys keys requested ahead. Into L2, not L1: a hundred keys' rows
+// in flight to L1 stall the loads (decode at depth 4096, every layer's cache from DRAM: 1.5-1.7x
+// slower than into L2). Inlined: as a function of its own GCC takes it for one without side
+// effects (a prefetch has none it models) and deletes the calls.
+[[gnu::always_inline]] inline void PrefetchKeys(const AttnArgs& a, const uint8_t* k_cache,
+                                                const uint8_t* v_cache, int from, int to) {
+  auto request = [&](int, int n, const uint8_t* k_rows, const uint8_t* v_rows)
+      __attribute__((always_inline)) {
+    for (int j = 0; j < n; ++j) {
+      for (int64_t b = 0; b < a.k_row; b += 64) __builtin_prefetch(k_rows + j * a.k_stride + b, 0, 2);
+      if (a.kv->v_in_k > 0) continue;  // the values are in the K row
+      for (int64_t b = 0; b < a.v_row; b += 64) __builtin_prefetch(v_rows + j * a.v_stride + b, 0, 2);
+    }
+  };
+  ForBlockRuns(a, k_cache, v_cache, from, to, request);
 }
 
 // The rows of `task` whose queries reach chunk c attend its keys -> p (rows indexed as the
@@ -182,17 +194,6 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
   const uint8_t* k_cache = static_cast<const uint8_t*>(kv.k_cache) + kvh * a.k_row;
   const uint8_t* v_cache =
       static_cast<const uint8_t*>(kv.v_in_k > 0 ? kv.k_cache : kv.v_cache) + kvh * a.v_head;
-  // Calls f(first key, keys, its K rows, its V rows) for the runs of keys of [p0, p1) that lie in
-  // one KV block (contiguous rows), in key order.
-  auto for_block_runs = [&](int p0, int p1, auto&& f) {
-    for (int pos = p0; pos < p1;) {
-      const int blk0 = pos / kv.block_size * kv.block_size;
-      const int end = std::min(p1, blk0 + kv.block_size);
-      const int64_t slot = int64_t{kv.block_table[blk0 / kv.block_size]} * kv.block_size + (pos - blk0);
-      f(pos, end - pos, k_cache + slot * a.k_stride, v_cache + slot * a.v_stride);
-      pos = end;
-    }
-  };
   for (int p0 = k0; p0 < k_end; p0 += kKeyTile) {
     const int p1 = std::min(k_end, p0 + kKeyTile);
     // Rows with keys in [p0, p1); n = p1 - p0 (the row with the furthest query reads all).
@@ -221,7 +222,7 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
     // A (row, key) score never depends on the keys scored beside it, so a tile is scored in runs
     // of at most kPrefetchStep keys within one KV block, each after the rows kPrefetchKeys
     // further on are requested: a steady trickle of requests, not a tile's worth at once.
-    for_block_runs(first, p1, [&](int pos, int nk, const uint8_t* k_rows, const uint8_t*) {
+    ForBlockRuns(a, k_cache, v_cache, first, p1, [&](int pos, int nk, const uint8_t* k_rows, const uint8_t*) {
       for (int j = 0; j < nk; j += kPrefetchStep) {
         const int ahead = std::min(prefetch_end, pos + j + kPrefetchStep + kPrefetchKeys);
         if (ahead > fetched) {
@@ -244,7 +245,7 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
       p.l[r] = p.l[r] * c + tile_sum;
     }
     // P.V adds key by key in key order, so run by run gives the same sums as the whole tile.
-    for_block_runs(first, p1, [&](int pos, int nk, const uint8_t*, const uint8_t* v_rows) {
+    ForBlockRuns(a, k_cache, v_cache, first, p1, [&](int pos, int nk, const uint8_t*, const uint8_t* v_rows) {
       a.pv(w.s.data() + (pos - p0), kKeyTile, na, v_rows, a.v_stride, nk, dv, w.acc_rows.data());
     });
   }
