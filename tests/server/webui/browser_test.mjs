@@ -95,31 +95,36 @@ await navigate(url);
 if (!(await evaluate(`document.title`)).includes('Ferry')) fail('the chat page did not load from ' + url);
 await evaluate(`localStorage.clear(); document.getElementById('clear').click(); true`);
 
+// Every length the reply bubble takes, recorded inside the page after each task that changed it
+// (a MutationObserver), so a slow poll from here (a loaded machine) cannot miss the steps.
+await evaluate(`window.replyLengths = new Set();
+  new MutationObserver(() => { const b = document.querySelectorAll('.msg.assistant');
+    if (b.length && b[b.length - 1].textContent.length > 0) replyLengths.add(b[b.length - 1].textContent.length); })
+    .observe(document.body, { subtree: true, childList: true, characterData: true }); true`);
+
 // Type a message as a user would: focus the input, insert text, press Enter.
 await evaluate(`document.getElementById('input').focus(); true`);
 await send('Input.insertText', { text: 'Once upon a time' });
 await send('Input.dispatchKeyEvent', { type: 'keyDown', key: 'Enter', code: 'Enter', text: '\r', windowsVirtualKeyCode: 13 });
 await send('Input.dispatchKeyEvent', { type: 'keyUp', key: 'Enter', code: 'Enter', windowsVirtualKeyCode: 13 });
 
-// The reply streams: the assistant bubble is seen with several different lengths before the
-// request ends (the send button comes back), and ends non-empty.
-const lengths = new Set();
+// The reply streams: the assistant bubble takes several different lengths before the request
+// ends (the send button comes back), and ends non-empty.
 let finished = false;
 const deadline = Date.now() + 100000;
 while (!finished && Date.now() < deadline) {
   const s = await evaluate(`(() => { const b = document.querySelectorAll('.msg.assistant');
-    return { len: b.length ? b[b.length - 1].textContent.length : -1,
-             done: !document.getElementById('send').disabled && b.length > 0,
+    return { done: !document.getElementById('send').disabled && b.length > 0,
              error: document.querySelectorAll('.msg.error').length }; })()`);
   if (s.error) fail('the page shows an error: ' + (await evaluate(`document.querySelector('.msg.error').textContent`)));
-  if (s.len > 0) lengths.add(s.len);
   finished = s.done;
   await sleep(5);
 }
 if (!finished) fail('the reply never finished');
 const reply = await evaluate(`[...document.querySelectorAll('.msg.assistant')].pop().textContent`);
 if (reply.length === 0) fail('empty reply');
-if (lengths.size < 2) fail(`the reply did not stream (seen lengths: ${[...lengths]})`);
+const lengths = await evaluate(`[...replyLengths]`);
+if (lengths.length < 2) fail(`the reply did not stream (lengths the page showed: ${lengths})`);
 const stats = await evaluate(`document.getElementById('stats').textContent`);
 if (!/tokens\/s/.test(stats)) fail('no tokens/s shown: ' + stats);
 
@@ -131,7 +136,7 @@ await navigate(url);
 const kept = await evaluate(`document.querySelectorAll('.msg').length`);
 if (kept !== 2) fail(`after a reload ${kept} messages are shown, expected 2`);
 
-console.log(`ok   streamed reply of ${reply.length} characters (${lengths.size} partial lengths seen), "${stats}"`);
+console.log(`ok   streamed reply of ${reply.length} characters (${lengths.length} lengths shown), "${stats}"`);
 console.log(`ok   screenshot: ${join(artifacts, 'chat_page.png')}`);
 ws.close();
 cleanup();
