@@ -26,6 +26,7 @@
 //    query: the same micro-kernels, the same bits.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <vector>
 
@@ -60,6 +61,7 @@ struct AttnArgs {
   float scale;
   AttentionVariant variant;
   const KvBlocks* kv;
+  size_t q_bytes;                 // bytes of a query row in the K type's form; 0: the f32 row
   internal::AttnScoresFn scores;  // the K type's micro-kernel
   internal::AttnPvFn pv;          // the V type's
   float* out;
@@ -79,20 +81,23 @@ struct Partial {
 
 // Per-thread scratch of a task of up to R rows, O(tile) (never n_q x n_keys):
 //   s:     [R, kKeyTile] scores, then probabilities, of one key tile
+//   q_form: [R, q_bytes] the task's query rows in the K type's form (when it has one)
 //   q_rows, acc_rows: [R] pointers of the rows active in the current key tile
 //   ids:   [R] their task row indices; n_valid: [R] their keys in the tile, of which the first
 //          n_masked: [R] are before the row's sliding window
 //   run, part: partial softmaxes of R rows ([R] m, [R] l, [R, v_dim] acc each)
 struct Scratch {
   std::vector<float> s;
-  std::vector<const float*> q_rows;
+  std::vector<std::byte> q_form;
+  std::vector<const void*> q_rows;
   std::vector<float*> acc_rows;
   std::vector<int> ids, n_valid, n_masked;
   std::vector<float> run_data, part_data;
   Partial run, part;
 
-  Scratch(int rows, int hd)
+  Scratch(int rows, int hd, size_t q_bytes)
       : s(static_cast<size_t>(rows) * kKeyTile),
+        q_form(static_cast<size_t>(rows) * q_bytes),
         q_rows(rows),
         acc_rows(rows),
         ids(rows),
@@ -166,6 +171,17 @@ template <typename F>
   ForBlockRuns(a, k_cache, v_cache, from, to, request);
 }
 
+// The task's query rows in the K type's form, once per task (not per key tile), row r = qi * nh + i.
+void PrepareQueries(const internal::KernelTable& tab, const AttnArgs& a, const Task& task, Scratch& w) {
+  if (a.q_bytes == 0) return;
+  for (int qi = 0; qi < task.nq; ++qi)
+    for (int i = 0; i < task.nh; ++i)
+      internal::PrepareAttnQuery(
+          tab, a.kv->k_type,
+          a.q + (static_cast<int64_t>(task.t0 + qi) * a.n_heads + task.h0 + i) * a.head_dim, a.head_dim,
+          w.q_form.data() + static_cast<size_t>(qi * task.nh + i) * a.q_bytes);
+}
+
 // The rows of `task` whose queries reach chunk c attend its keys -> p (rows indexed as the
 // task's; rows not reaching chunk c are left untouched). Returns whether any row did. Rows are
 // requested ahead up to the chunk's end, or up to the task's last key when `prefetch_on` (the
@@ -209,7 +225,8 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
         w.ids[na] = r;
         w.n_valid[na] = std::min(n_keys, p1) - p0;
         w.n_masked[na] = std::max(0, lo - p0);
-        w.q_rows[na] = a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
+        w.q_rows[na] = a.q_bytes > 0 ? static_cast<const void*>(w.q_form.data() + r * a.q_bytes)
+                                     : a.q + (static_cast<int64_t>(t) * a.n_heads + task.h0 + i) * hd;
         w.acc_rows[na] = p.acc + static_cast<int64_t>(r) * dv;
         ++na;
       }
@@ -332,6 +349,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                    scale,
                    variant,
                    &kv,
+                   internal::AttnQueryBytes(kv.k_type, head_dim),
                    tab.attn_scores[static_cast<int>(kv.k_type)],
                    tab.attn_pv[static_cast<int>(kv.v_type)],
                    out};
@@ -365,7 +383,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
       --q_tile;
     const int n_tiles = (n_q + q_tile - 1) / q_tile;
     auto work = [&](int64_t begin, int64_t end) {
-      Scratch w(q_tile * per_task, dv);
+      Scratch w(q_tile * per_task, dv, a.q_bytes);
       for (int64_t idx = begin; idx < end; ++idx) {
         // Tiles taken from both ends in turn: a thread's contiguous range of tasks then mixes
         // short (early) and long (late) causal rows, balancing a whole prefill.
@@ -375,6 +393,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                         per_task};
         int c_end = 0;
         for (int t = task.t0; t < task.t0 + task.nq; ++t) c_end = std::max(c_end, NumChunks(KeyHi(a, t)));
+        PrepareQueries(tab, a, task, w);
         for (int c = 0; c < c_end; ++c)
           if (AttendChunk(tab, a, task, c, w.part, w, /*prefetch_on=*/true))
             MergeChunk(tab, a, task, c, w.run, w.part);
@@ -405,10 +424,14 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                 per_task};
   };
   pool->ParallelFor(n_items, [&](int64_t begin, int64_t end) {
-    Scratch w(per_task, dv);
-    for (int64_t item = begin; item < end; ++item)
-      AttendChunk(tab, a, task_of(item / max_chunks), static_cast<int>(item % max_chunks), part_at(item), w,
-                  /*prefetch_on=*/false);
+    Scratch w(per_task, dv, a.q_bytes);
+    int64_t prepared = -1;  // the task whose queries w.q_form holds
+    for (int64_t item = begin; item < end; ++item) {
+      const Task task = task_of(item / max_chunks);
+      if (item / max_chunks != prepared) PrepareQueries(tab, a, task, w);
+      prepared = item / max_chunks;
+      AttendChunk(tab, a, task, static_cast<int>(item % max_chunks), part_at(item), w, /*prefetch_on=*/false);
+    }
   });
   pool->ParallelFor(static_cast<int64_t>(n_q) * tasks_per_q, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {

@@ -17,6 +17,7 @@
 // own SIMD code for them and K/V are read in their stored types.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <mutex>
 #include <vector>
@@ -54,15 +55,16 @@ struct Task {
 
 // Scratch of one task.
 struct TaskBuf {
-  std::vector<float> s;              // [nh, n_keys] scores, then exp(s - M)
-  std::vector<float> cmax;           // [n_chunks, nh] chunk maxima
-  std::vector<float> csum;           // [n_chunks, nh] chunk sums of exp(s - M)
-  std::vector<float> acc;            // [n_chunks, nh, hd] partial p*v sums
-  std::vector<float> m, l;           // [nh] global max, sum
-  std::vector<int8_t> q8;            // [nh, hd] INT8 query (progressive)
-  std::vector<float> qs;             // [nh] its scales
-  std::vector<const float*> q_rows;  // [nh] the query rows
-  std::vector<float*> acc_rows;      // [n_chunks, nh] rows of each chunk's acc (chunks run in parallel)
+  std::vector<float> s;             // [nh, n_keys] scores, then exp(s - M)
+  std::vector<float> cmax;          // [n_chunks, nh] chunk maxima
+  std::vector<float> csum;          // [n_chunks, nh] chunk sums of exp(s - M)
+  std::vector<float> acc;           // [n_chunks, nh, hd] partial p*v sums
+  std::vector<float> m, l;          // [nh] global max, sum
+  std::vector<int8_t> q8;           // [nh, hd] INT8 query (progressive)
+  std::vector<float> qs;            // [nh] its scales
+  std::vector<std::byte> q_form;    // [nh, AttnQueryBytes] the query rows in the K type's form
+  std::vector<const void*> q_rows;  // [nh] the query rows as attn_scores reads them
+  std::vector<float*> acc_rows;     // [n_chunks, nh] rows of each chunk's acc (chunks run in parallel)
 
   void Resize(const Task& k, int hd) {
     const size_t nc = static_cast<size_t>(k.NumChunks()), nh = static_cast<size_t>(k.nh);
@@ -106,6 +108,16 @@ const uint8_t* ValueRow(const Args& a, const Task& k, int64_t slot) {
 // Scores of key `pos` (at `slot`) for every head of the task: b.s[i][pos].
 void ScoreKey(const Args& a, const Task& k, TaskBuf& b, int pos, int64_t slot) {
   a.scores(b.q_rows.data(), k.nh, KeyRow(a, k, slot), 0, 1, a.head_dim, a.scale, b.s.data() + pos, k.n_keys);
+}
+
+// The task's query rows as attn_scores reads them (the K type's form, prepared once per task).
+void SetQueryRows(const internal::KernelTable& tab, const Args& a, const Task& k, TaskBuf& b) {
+  const DType kt = a.kv->k_type;
+  const size_t q_bytes = internal::AttnQueryBytes(kt, a.head_dim);
+  b.q_form.resize(static_cast<size_t>(k.nh) * q_bytes);
+  for (int i = 0; i < k.nh; ++i)
+    b.q_rows[static_cast<size_t>(i)] =
+        internal::PrepareAttnQuery(tab, kt, QueryRow(a, k, i), a.head_dim, b.q_form.data() + i * q_bytes);
 }
 
 void QuantizeQuery(const internal::KernelTable& tab, const Args& a, const Task& k, TaskBuf& b) {
@@ -224,7 +236,7 @@ void Finish(const internal::KernelTable& tab, const Args& a, const Task& k, Task
 void RunTask(const internal::KernelTable& tab, const Args& a, const Task& k, TaskBuf& b,
              AttentionSparseCounts& cnt) {
   b.Resize(k, a.head_dim);
-  for (int i = 0; i < k.nh; ++i) b.q_rows[static_cast<size_t>(i)] = QueryRow(a, k, i);
+  SetQueryRows(tab, a, k, b);
   const int nc = k.NumChunks();
   if (a.sp.progressive) QuantizeQuery(tab, a, k, b);
   for (int c = 0; c < nc; ++c) ScoreChunk(tab, a, k, b, c, cnt);
@@ -312,8 +324,7 @@ void AttentionSparse(const float* q, int n_q, const int32_t* q_pos, int n_heads,
       const size_t ti = static_cast<size_t>(i);
       tasks[ti] = task_at(i);
       bufs[ti].Resize(tasks[ti], head_dim);
-      for (int h = 0; h < tasks[ti].nh; ++h)
-        bufs[ti].q_rows[static_cast<size_t>(h)] = QueryRow(a, tasks[ti], h);
+      SetQueryRows(tab, a, tasks[ti], bufs[ti]);
       if (sparsity.progressive) QuantizeQuery(tab, a, tasks[ti], bufs[ti]);
     }
     const int64_t n_items = n_tasks * max_chunks;

@@ -3,6 +3,7 @@
 // the scores are kept ([n_keys] per row), so each K row is read once, in its stored type.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -18,13 +19,15 @@ void AccumulateAttentionWeights(const float* q, int n_q, const int32_t* q_pos, i
   const internal::AttnScoresFn scores = tab.attn_scores[static_cast<int>(kv.k_type)];
   const int group = n_heads / n_kv_heads;
   const int64_t k_row = static_cast<int64_t>(KvRowBytes(kv.k_type, head_dim));
-  const int64_t stride = k_row * n_kv_heads;  // bytes per token slot
-  std::vector<float> s;                       // [n_keys] scores of one row
+  const int64_t stride = k_row * n_kv_heads;                                     // bytes per token slot
+  std::vector<float> s;                                                          // [n_keys] scores of one row
+  std::vector<std::byte> q_form(internal::AttnQueryBytes(kv.k_type, head_dim));  // one row in K's form
   for (int t = 0; t < n_q; ++t) {
     const int n_keys = q_pos[t] + 1;
     s.resize(static_cast<size_t>(n_keys));
     for (int h = 0; h < n_heads; ++h) {
-      const float* qv = q + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+      const void* qv = internal::PrepareAttnQuery(
+          tab, kv.k_type, q + (static_cast<int64_t>(t) * n_heads + h) * head_dim, head_dim, q_form.data());
       const uint8_t* k_head =
           static_cast<const uint8_t*>(kv.k_cache) + static_cast<int64_t>(h / group) * k_row;
       for (int p = 0; p < n_keys;) {  // one block's keys at a time, in the K type's micro-kernel

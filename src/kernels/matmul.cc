@@ -62,6 +62,16 @@ void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst,
   }
 }
 
+size_t AttnQueryBytes(DType k_type, int head_dim) {
+  return k_type == DType::kQ8_0 ? ActRowBytes(DType::kQ8_0, head_dim) : 0;
+}
+
+const void* PrepareAttnQuery(const KernelTable& tab, DType k_type, const float* q, int head_dim, void* buf) {
+  if (k_type != DType::kQ8_0) return q;
+  PrepareActRow(tab, DType::kQ8_0, q, buf, head_dim);
+  return buf;
+}
+
 }  // namespace internal
 
 DType MatMulActivationType(DType t) {

@@ -45,9 +45,15 @@ Rows RandomRows(std::mt19937& rng, DType type, int n, int head_dim, int pad) {
   return r;
 }
 
+// Value d of a query row in q8_0 form (dispatch.h PrepareAttnQuery): fp16 scale x quant.
+float QueryQ8Value(const void* q, int d) {
+  const auto* b = static_cast<const block_q8_0*>(q) + d / 32;
+  return Fp16ToFp32(b->d) * static_cast<float>(b->qs[d % 32]);
+}
+
 // Head dims each type can store: q8_0/q4_0 whole blocks of 32; the others any (ragged tails).
 std::vector<int> HeadDims(DType type) {
-  if (Traits(type).block_size == 32) return {32, 64, 96, 128};
+  if (Traits(type).block_size == 32) return {32, 64, 96, 128, 576};  // 576: MLA's K rows
   return {8, 33, 64, 80, 100, 128};
 }
 
@@ -66,8 +72,18 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
                        " rows=" + std::to_string(nr) + " keys=" + std::to_string(nk));
           const std::vector<float> qd = testing::RandomFloats(rng, static_cast<int64_t>(nr) * (hd + 3));
           const Rows k = RandomRows(rng, type, nk, hd, 6), v = RandomRows(rng, type, nk, hd, 10);
-          std::vector<const float*> qp(nr);
-          for (int r = 0; r < nr; ++r) qp[r] = qd.data() + static_cast<int64_t>(r) * (hd + 3);
+          // The query rows in the K type's form, and the values its scores multiply: the f32
+          // row, or for q8_0 K the row rounded to q8_0 (read back here from its blocks).
+          const size_t qb = internal::AttnQueryBytes(type, hd);
+          std::vector<std::byte> qf(nr * qb);
+          std::vector<const void*> qp(nr);
+          std::vector<float> qv(static_cast<size_t>(nr) * hd);
+          for (int r = 0; r < nr; ++r) {
+            const float* x = qd.data() + static_cast<int64_t>(r) * (hd + 3);
+            qp[r] = internal::PrepareAttnQuery(scalar, type, x, hd, qf.data() + r * qb);
+            for (int d = 0; d < hd; ++d)
+              qv[static_cast<size_t>(r) * hd + d] = type == DType::kQ8_0 ? QueryQ8Value(qp[r], d) : x[d];
+          }
           // Scores: all rows at once, each row alone, and the scalar truth.
           std::vector<float> s(static_cast<size_t>(nr) * ld, -1.f), s1(s.size(), -1.f), want(s.size(), -1.f);
           const float scale = 0.125f;
@@ -83,10 +99,14 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
               }
               double mag = 0, exact = 0;  // the dot's rounding scale, and the dot in double
               for (int d = 0; d < hd; ++d) {
-                mag += std::fabs(static_cast<double>(qp[r][d]) * k.value(j, d));
-                exact += static_cast<double>(qp[r][d]) * k.value(j, d);
+                mag += std::fabs(static_cast<double>(qv[r * hd + d]) * k.value(j, d));
+                exact += static_cast<double>(qv[r * hd + d]) * k.value(j, d);
               }
-              ASSERT_NEAR(s[r * ld + j], want[r * ld + j], 1e-6 * mag * scale + 1e-7) << r << "," << j;
+              if (type == DType::kQ8_0) {  // integer block dots: every table the scalar's bits
+                ASSERT_EQ(s[r * ld + j], want[r * ld + j]) << r << "," << j;
+              } else {
+                ASSERT_NEAR(s[r * ld + j], want[r * ld + j], 1e-6 * mag * scale + 1e-7) << r << "," << j;
+              }
               ASSERT_NEAR(want[r * ld + j], exact * scale, 1e-6 * mag * scale + 1e-7) << r << "," << j;
             }
           }
@@ -368,7 +388,8 @@ TEST(AttentionQueryTiles, BitIdenticalWhateverTheKvBlockSize) {
 
 // Attention over a cache stored as each KV type against the f32 attention of the values it
 // was rounded from, within what that rounding allows: with every score of a row off by at most
-// D = scale * sum_d |q_d| |k_d - k^_d| (the rows' own rounding errors), the weights move by a
+// D = scale * sum_d |q^_d k^_d - q_d k_d| (the rows' own rounding errors; q^ = q but for q8_0 K,
+// whose scores read the query rounded to q8_0), the weights move by a
 // factor within exp(+-2D), so |o^ - o| <= max_j |v^_j - v_j| + (exp(2D) - 1) * max_j |v_j|,
 // plus float slack.
 TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
@@ -387,6 +408,13 @@ TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
     for (int t = 0; t < s.n_q; ++t)
       for (int h = 0; h < s.n_heads; ++h) {
         const float* qv = q.data() + (static_cast<int64_t>(t) * s.n_heads + h) * hd;
+        std::vector<float> qr(qv, qv + hd);  // the query the scores read
+        if (type == DType::kQ8_0) {
+          std::vector<std::byte> form(internal::AttnQueryBytes(type, hd));
+          const void* f =
+              internal::PrepareAttnQuery(internal::TableFor(Isa::kScalar), type, qv, hd, form.data());
+          for (int d = 0; d < hd; ++d) qr[d] = QueryQ8Value(f, d);
+        }
         double D = 0, ev = 0, vmax = 0;
         for (int p = 0; p <= pos[t]; ++p) {
           const int64_t row =
@@ -397,7 +425,8 @@ TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
           DequantizeRow(type, c.v.data() + row * rb, vq.data(), hd);
           double dk = 0;
           for (int d = 0; d < hd; ++d) {
-            dk += std::fabs(qv[d]) * std::fabs(kq[d] - c.k32[row * hd + d]);
+            dk += std::fabs(static_cast<double>(qr[d]) * kq[d] -
+                            static_cast<double>(qv[d]) * c.k32[row * hd + d]);
             ev = std::max(ev, static_cast<double>(std::fabs(vq[d] - c.v32[row * hd + d])));
             vmax = std::max(vmax, static_cast<double>(std::fabs(c.v32[row * hd + d])));
           }

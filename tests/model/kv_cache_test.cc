@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "core/fp16.h"
 #include "formats/weight_source.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
 #include "synthetic/synthetic_model.h"
@@ -246,7 +249,8 @@ TEST(KvCacheTypes, PagedEqualsContiguousBitForBit) {
 }
 
 // View() hands the kernels the stored bytes with their types: attention over the view equals
-// attention over the dequantized rows (LoadKey / LoadValue) in an f32 block table.
+// attention over the dequantized rows (LoadKey / LoadValue) in an f32 block table (for a q8_0
+// K cache with the query rounded to q8_0, as the kernels read it against q8_0 keys).
 TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
   constexpr int32_t kHd = 64, kPos = 6;
   for (const KvCacheTypes types :
@@ -268,9 +272,18 @@ TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
     const kernels::KvBlocks f32{k32.data(), v32.data(), &table, kPos};
     const std::vector<float> q = Row(2 * kKvHeads * kHd, 7);  // 2 query heads per KV head
     const int32_t pos = kPos - 1;
-    std::vector<float> got(q.size()), want(q.size());
+    std::vector<float> got(q.size()), want(q.size()), q_read = q;
+    if (types.k == DType::kQ8_0)
+      for (size_t h = 0; h < q.size() / kHd; ++h) {
+        std::vector<std::byte> form(kernels::internal::AttnQueryBytes(types.k, kHd));
+        const auto* b = static_cast<const kernels::block_q8_0*>(kernels::internal::PrepareAttnQuery(
+            kernels::internal::Table(), types.k, q.data() + h * kHd, kHd, form.data()));
+        for (int32_t d = 0; d < kHd; ++d)
+          q_read[h * kHd + d] = Fp16ToFp32(b[d / 32].d) * static_cast<float>(b[d / 32].qs[d % 32]);
+      }
     kernels::Attention(q.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, view, got.data(), nullptr);
-    kernels::Attention(q.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, f32, want.data(), nullptr);
+    kernels::Attention(q_read.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, f32, want.data(),
+                       nullptr);
     for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
   }
 }

@@ -1,7 +1,8 @@
 // AVX2+FMA attention micro-kernels (dispatch.h attn_scores / attn_pv), register-blocked so one
 // loaded K or V row feeds several query rows. K and V rows are read in their stored type
 // (kernels/kv_row.h) and dequantized in registers, 8 values at a time, into exactly KvValue's
-// floats (q8_0/q4_0: int -> float, times the block's scale), shared by every row of the block. Every (row,
+// floats (q8_0/q4_0: int -> float, times the block's scale), shared by every row of the block;
+// q8_0 K scores are integer block dots against the query rounded to q8_0 (score_q8_256.h). Every (row,
 // key) score and every (row, dim) output runs the same instruction sequence whatever block it falls in:
 // blocks only decide which rows share a load, so a row's bits never depend on n_rows (batch invariance).
 #include <immintrin.h>
@@ -16,6 +17,7 @@
 #include "kernels/avx2/avx2_util.h"
 #include "kernels/kv_row.h"
 #include "kernels/score_block.h"
+#include "kernels/score_q8_256.h"
 
 namespace ferry::kernels::avx2 {
 namespace {
@@ -157,10 +159,15 @@ void PvRows(const float* p, int ld_p, const uint8_t* v, int64_t v_stride, int n_
 }
 
 template <DType T>
-void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
+void AttnScores(const void* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
-  ScoresByKeyQuads<Ops8, T, 3>(q, n_rows, static_cast<const uint8_t*>(k_void), k_stride, n_keys, head_dim,
-                               scale, s, ld_s);
+  const uint8_t* k = static_cast<const uint8_t*>(k_void);
+  if constexpr (T == DType::kQ8_0) {
+    ScoresQ8ByKeyQuads(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
+  } else {
+    ScoresByKeyQuads<Ops8, T, 3>(reinterpret_cast<const float* const*>(q), n_rows, k, k_stride, n_keys,
+                                 head_dim, scale, s, ld_s);
+  }
 }
 
 template <DType T>

@@ -2,7 +2,8 @@
 // type: scores with 16 keys in the lanes for heads of up to 64 values, else and for P.V the AVX2
 // kernels' scheme on 16 lanes; the online softmax on 16 lanes. K and V rows are read in their
 // stored type and dequantized in registers, 16 values at a time, into exactly KvValue's floats
-// (q8_0/q4_0: int -> float, times the block's scale), each shared by all rows of a block.
+// (q8_0/q4_0: int -> float, times the block's scale), each shared by all rows of a block; q8_0
+// K scores are integer block dots against the query rounded to q8_0 (score_q8_256.h).
 // Every (row, key) score and every (row, dim) output runs the same instruction sequence
 // whatever block it falls in: blocks only decide which rows share a load, so a row's bits
 // never depend on n_rows (batch invariance).
@@ -16,6 +17,7 @@
 #include "kernels/avx512/avx512_util.h"
 #include "kernels/kv_row.h"
 #include "kernels/score_block.h"
+#include "kernels/score_q8_256.h"
 
 namespace ferry::kernels::avx512 {
 namespace {
@@ -146,9 +148,12 @@ void ScoresRows(const float* const* q, const float* kt, int hd, int nk, float sc
 }
 
 template <DType T>
-void AttnScores(const float* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
+void AttnScores(const void* const* q_form, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
   const uint8_t* k = static_cast<const uint8_t*>(k_void);
+  if constexpr (T == DType::kQ8_0)  // integer block dots (the avx512vnni table: keys in lanes)
+    return ScoresQ8ByKeyQuads(q_form, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
+  const auto* const* q = reinterpret_cast<const float* const*>(q_form);  // the f32 rows themselves
   if (head_dim > kKeysInLanesMaxDim)
     return ScoresByKeyQuads<Ops16, T, 4>(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
   alignas(64) float kt[kKeysInLanesMaxDim * 16];  // [head_dim][16 keys]

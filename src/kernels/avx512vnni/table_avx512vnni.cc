@@ -10,6 +10,8 @@ void Fill(internal::KernelTable& t) {
   t.dot_i8x4 = DotI8x4;
   // in-place dots
   FillKQuantDots(t);
+  // attention
+  FillAttention(t);
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512bf16")) t.dot[static_cast<int>(DType::kBF16)] = DotBf16Dp;
 }

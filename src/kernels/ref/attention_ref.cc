@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kv_row.h"
 #include "kernels/ref/ref.h"
@@ -13,14 +14,40 @@ namespace ferry::kernels::ref {
 namespace {
 
 template <DType T>
-void AttnScoresT(const float* const* q, int n_rows, const void* k, int64_t k_stride, int n_keys, int head_dim,
-                 float scale, float* s, int ld_s) {
+void AttnScoresT(const void* const* q_form, int n_rows, const void* k, int64_t k_stride, int n_keys,
+                 int head_dim, float scale, float* s, int ld_s) {
+  const auto* const* q = reinterpret_cast<const float* const*>(q_form);  // the f32 rows themselves
   for (int r = 0; r < n_rows; ++r) {
     for (int j = 0; j < n_keys; ++j) {
       const uint8_t* kj = static_cast<const uint8_t*>(k) + j * k_stride;
       float sum = 0.f;
       for (int d = 0; d < head_dim; ++d) sum += q[r][d] * KvValue<T>(kj, d);
       s[static_cast<int64_t>(r) * ld_s + j] = sum * scale;
+    }
+  }
+}
+
+// q8_0 K against the query rounded to q8_0 (dispatch.h PrepareAttnQuery): per block of 32 the
+// exact int32 dot, then acc = fma(float(isum), dk * dq, acc) over the blocks in order.
+template <>
+void AttnScoresT<DType::kQ8_0>(const void* const* q_form, int n_rows, const void* k, int64_t k_stride,
+                               int n_keys, int head_dim, float scale, float* s, int ld_s) {
+  const int nb = head_dim / 32;
+  for (int r = 0; r < n_rows; ++r) {
+    const auto* qb = static_cast<const block_q8_0*>(q_form[r]);
+    const float* dq = internal::ActScales(q_form[r], nb, sizeof(block_q8_0));
+    for (int j = 0; j < n_keys; ++j) {
+      const uint8_t* kj = static_cast<const uint8_t*>(k) + j * k_stride;
+      float acc = 0.f;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* kb = kj + b * sizeof(block_q8_0);
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += static_cast<int8_t>(kb[2 + i]) * qb[b].qs[i];
+        uint16_t h;
+        std::memcpy(&h, kb, 2);
+        acc = std::fma(static_cast<float>(isum), Fp16ToFp32(h) * dq[b], acc);
+      }
+      s[static_cast<int64_t>(r) * ld_s + j] = acc * scale;
     }
   }
 }

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "base/check.h"
+#include "core/fp16.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/ref/ref.h"
 
 namespace ferry::kernels::ref {
@@ -122,6 +124,16 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
     for (int h = 0; h < n_heads; ++h) {
       const int kvh = h / group;
       const float* qv = q + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+      std::vector<float> q_round;  // q8_0 K: the query rounded to q8_0, as attn_scores reads it
+      if (kv.k_type == DType::kQ8_0) {
+        std::vector<block_q8_0> qb(static_cast<size_t>(head_dim / 32));
+        QuantizeActQ8_0(qv, qb.data(), head_dim);
+        q_round.resize(static_cast<size_t>(head_dim));
+        for (int d = 0; d < head_dim; ++d)
+          q_round[static_cast<size_t>(d)] =
+              Fp16ToFp32(qb[d / 32].d) * static_cast<float>(qb[d / 32].qs[d % 32]);
+        qv = q_round.data();
+      }
       std::vector<float> row_buf(static_cast<size_t>(head_dim));
       auto row = [&](DType type, const void* cache, int p) {
         const int64_t blk = kv.block_table[p / kv.block_size];

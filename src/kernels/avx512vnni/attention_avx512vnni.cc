@@ -1,0 +1,118 @@
+// q8_0 K attention scores by vpdpbusd with 16 keys in the lanes (dispatch.h attn_scores; the
+// query in PrepareAttnQuery's q8_0 form). A group of up to 16 keys is transposed once into a
+// tile of dwords, [block][dword c][16 keys], bytes offset by 128 to be unsigned (vpdpbusd
+// multiplies unsigned by signed bytes); every row then runs per block 8 vpdpbusd with its
+// query's dwords broadcast, starting from -128 * sum(q) so the lane ends at the exact int32 dot,
+// and acc = fma(float(isum), dk * dq, acc): dispatch.h's q8_0 arithmetic, bit for bit the
+// scalar twin's and the other tables'. Against the float keys-in-lanes kernel (dequantize,
+// transpose 16 x 16 floats, one FMA per value per row) a row needs a quarter of the
+// instructions per key and the tile a quarter of the shuffles (docs/benchmarks.md).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/avx512/avx512_util.h"
+#include "kernels/avx512vnni/avx512vnni.h"
+#include "kernels/kv_row.h"
+#include "kernels/score_q8_256.h"
+
+namespace ferry::kernels::avx512vnni {
+namespace {
+
+constexpr int kMaxTileBlocks = 16;  // heads of up to 512 values in the tile; wider ones: 256-bit path
+
+// Block b of up to 16 keys (k: the first row, rows k_stride bytes apart; keys >= nk read as 0):
+// kt[c] lane j = dword c of key j's quants, each byte + 128; *dk lane j = key j's scale.
+inline void LoadKeyTile(const uint8_t* k, int64_t k_stride, int nk, int b, __m512i kt[8], __m512* dk) {
+  const int64_t off = int64_t{b} * sizeof(block_q8_0);
+  auto quants = [&](int j) {
+    return j < nk ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + j * k_stride + off + 2))
+                  : _mm256_setzero_si256();
+  };
+  // r[i]: keys lo(i) and lo(i) + 4 in the low and high halves, lo = 0..3, 8..11; after the two
+  // in-lane stages, one cross-lane shuffle per output puts key j in lane j.
+  __m512i r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) {
+    const int lo = i < 4 ? i : i + 4;
+    r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(quants(lo)), quants(lo + 4), 1);
+  }
+  for (int m = 0; m < 4; ++m) {  // 128-bit lane L: rows 2m, 2m+1 interleaved, elements 0,1 / 2,3
+    t[2 * m] = _mm512_unpacklo_epi32(r[2 * m], r[2 * m + 1]);
+    t[2 * m + 1] = _mm512_unpackhi_epi32(r[2 * m], r[2 * m + 1]);
+  }
+  for (int g = 0; g < 2; ++g) {  // u[4g + e] lane L: element e of rows 4g..4g+3
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int e = 0; e < 4; ++e) {
+    kt[e] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), bias);
+    kt[4 + e] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD), bias);
+  }
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(k_stride)));
+  const __mmask16 live = static_cast<__mmask16>((1u << nk) - 1);
+  const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, k + off, 1);
+  *dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));  // the low 16 bits: the fp16 scale
+}
+
+inline int32_t QueryDword(const uint8_t* q, int64_t at) {
+  int32_t v;
+  std::memcpy(&v, q + at, 4);
+  return v;
+}
+
+// NR (1..8) rows against a tile of nb blocks: s[r][j] for the nk keys.
+template <int NR>
+void ScoresQ8Rows(const void* const* q, const __m512i* kt, const __m512* dk, int nb, int nk, float scale,
+                  float* s, int ld_s) {
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const int64_t off = int64_t{b} * sizeof(block_q8_0) + 2;
+    __m512i isum[NR];
+    for (int r = 0; r < NR; ++r) isum[r] = _mm512_set1_epi32(-128 * internal::ActSumsQ8_0(q[r], nb)[b]);
+    for (int c = 0; c < 8; ++c) {
+      const __m512i kc = _mm512_load_si512(kt + 8 * b + c);
+      for (int r = 0; r < NR; ++r)
+        isum[r] = _mm512_dpbusd_epi32(
+            isum[r], kc, _mm512_set1_epi32(QueryDword(static_cast<const uint8_t*>(q[r]), off + 4 * c)));
+    }
+    for (int r = 0; r < NR; ++r) {
+      const float dq = internal::ActScales(q[r], nb, sizeof(block_q8_0))[b];
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(dk[b], _mm512_set1_ps(dq)), acc[r]);
+    }
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nk) - 1);
+  for (int r = 0; r < NR; ++r)
+    _mm512_mask_storeu_ps(s + static_cast<int64_t>(r) * ld_s, m,
+                          _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
+}
+
+void AttnScoresQ8(const void* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
+                  int head_dim, float scale, float* s, int ld_s) {
+  const uint8_t* k = static_cast<const uint8_t*>(k_void);
+  const int nb = head_dim / 32;
+  if (nb > kMaxTileBlocks)
+    return ScoresQ8ByKeyQuads(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
+  alignas(64) __m512i kt[kMaxTileBlocks * 8];  // [nb][8 dwords][16 keys]
+  alignas(64) __m512 dk[kMaxTileBlocks];       // [nb][16 keys]
+  for (int j0 = 0; j0 < n_keys; j0 += 16) {
+    const int nk = n_keys - j0 < 16 ? n_keys - j0 : 16;
+    for (int b = 0; b < nb; ++b) LoadKeyTile(k + j0 * k_stride, k_stride, nk, b, kt + 8 * b, dk + b);
+    ForRowBlocks<8>(n_rows, [&](auto nr, int r) {
+      ScoresQ8Rows<decltype(nr)::value>(q + r, kt, dk, nb, nk, scale, s + static_cast<int64_t>(r) * ld_s + j0,
+                                        ld_s);
+    });
+  }
+}
+
+}  // namespace
+
+void FillAttention(internal::KernelTable& t) {
+  t.attn_scores[static_cast<int>(DType::kQ8_0)] = AttnScoresQ8;
+}
+
+}  // namespace ferry::kernels::avx512vnni
