@@ -224,7 +224,7 @@ BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{512, 4096},
                    {1, 2},
                    {static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kF16),
-                    static_cast<int64_t>(DType::kQ8_0)},
+                    static_cast<int64_t>(DType::kQ8_0), static_cast<int64_t>(DType::kQ4_0)},
                    {64, 128},
                    {16, 4096}})
     ->Unit(benchmark::kMicrosecond)

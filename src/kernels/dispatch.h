@@ -50,9 +50,10 @@ struct KernelTable {
   //   q: [n_rows] pointers to query rows in the K type's query form (PrepareAttnQuery); k, v:
   //   n_keys head rows (KvRowBytes(type, head_dim) bytes each) at k_stride / v_stride bytes
   //   apart; s, p: [n_rows, ld_s / ld_p]; acc: [n_rows] pointers to head_dim floats.
-  // s[r][j] = scale * (q[r] . k[j]), each dot summed over d in a fixed order; for q8_0 K
-  // (query rounded to q8_0) the exact int32 dot of each block of 32, then over the blocks b in
-  // order acc = fma(float(isum_b), dk_b * dq_b, acc) from 0: the same bits on every table.
+  // s[r][j] = scale * (q[r] . k[j]), each dot summed over d in a fixed order; for q8_0 and q4_0
+  // K (query rounded to q8_0) the exact int32 dot of each block of 32 (q4_0: of the nibbles - 8),
+  // then over the blocks b in order acc = fma(float(isum_b), dk_b * dq_b, acc) from 0: the same
+  // bits on every table.
   AttnScoresFn attn_scores[kMaxDType];  // indexed by the K type; null unless IsKvType
   // acc[r][d] += sum_j p[r][j] * v[j][d], added key by key, j = 0, 1, ... A zero p leaves acc
   // unchanged (unless acc is -0, which attention's accumulators starting at +0 never are), so
@@ -99,11 +100,15 @@ inline const int32_t* ActSumsQ8_0(const void* x, int64_t nb) {
   return reinterpret_cast<const int32_t*>(ActScales(x, nb, 34) + nb);
 }
 
-// The form of a query row that attn_scores reads for K type k_type: for q8_0 K the row rounded
-// to q8_0 as MatMul's activations are (PrepareActRow's q8_0 row: blocks, float scales, int32
-// sums), so each score is integer block dots as llama.cpp's flash attention computes it (it
-// rounds Q to K's vec-dot type); for the other K types the f32 row itself. AttnQueryBytes is 0
-// for those; PrepareAttnQuery returns q itself then, else buf (AttnQueryBytes bytes) filled.
+// The form of a query row that attn_scores reads for K type k_type: for q8_0 and q4_0 K the row
+// rounded to q8_0 as MatMul's activations are (PrepareActRow's q8_0 row: blocks, float scales,
+// int32 sums), so each score is integer block dots as llama.cpp's flash attention computes it
+// (it rounds Q to K's vec-dot type, q8_0 for both); for the other K types the f32 row itself.
+// AttnQueryBytes is 0 for those; PrepareAttnQuery returns q itself then, else buf
+// (AttnQueryBytes bytes) filled.
+inline bool AttnQueryIsQ8(DType k_type) {
+  return k_type == DType::kQ8_0 || k_type == DType::kQ4_0;
+}
 size_t AttnQueryBytes(DType k_type, int head_dim);
 const void* PrepareAttnQuery(const KernelTable& tab, DType k_type, const float* q, int head_dim, void* buf);
 

@@ -63,11 +63,11 @@ void PrepareActRow(const KernelTable& tab, DType act, const float* x, void* dst,
 }
 
 size_t AttnQueryBytes(DType k_type, int head_dim) {
-  return k_type == DType::kQ8_0 ? ActRowBytes(DType::kQ8_0, head_dim) : 0;
+  return AttnQueryIsQ8(k_type) ? ActRowBytes(DType::kQ8_0, head_dim) : 0;
 }
 
 const void* PrepareAttnQuery(const KernelTable& tab, DType k_type, const float* q, int head_dim, void* buf) {
-  if (k_type != DType::kQ8_0) return q;
+  if (!AttnQueryIsQ8(k_type)) return q;
   PrepareActRow(tab, DType::kQ8_0, q, buf, head_dim);
   return buf;
 }

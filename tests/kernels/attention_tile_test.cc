@@ -73,7 +73,7 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
           const std::vector<float> qd = testing::RandomFloats(rng, static_cast<int64_t>(nr) * (hd + 3));
           const Rows k = RandomRows(rng, type, nk, hd, 6), v = RandomRows(rng, type, nk, hd, 10);
           // The query rows in the K type's form, and the values its scores multiply: the f32
-          // row, or for q8_0 K the row rounded to q8_0 (read back here from its blocks).
+          // row, or for q8_0 / q4_0 K the row rounded to q8_0 (read back here from its blocks).
           const size_t qb = internal::AttnQueryBytes(type, hd);
           std::vector<std::byte> qf(nr * qb);
           std::vector<const void*> qp(nr);
@@ -82,7 +82,8 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
             const float* x = qd.data() + static_cast<int64_t>(r) * (hd + 3);
             qp[r] = internal::PrepareAttnQuery(scalar, type, x, hd, qf.data() + r * qb);
             for (int d = 0; d < hd; ++d)
-              qv[static_cast<size_t>(r) * hd + d] = type == DType::kQ8_0 ? QueryQ8Value(qp[r], d) : x[d];
+              qv[static_cast<size_t>(r) * hd + d] =
+                  internal::AttnQueryIsQ8(type) ? QueryQ8Value(qp[r], d) : x[d];
           }
           // Scores: all rows at once, each row alone, and the scalar truth.
           std::vector<float> s(static_cast<size_t>(nr) * ld, -1.f), s1(s.size(), -1.f), want(s.size(), -1.f);
@@ -102,7 +103,7 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
                 mag += std::fabs(static_cast<double>(qv[r * hd + d]) * k.value(j, d));
                 exact += static_cast<double>(qv[r * hd + d]) * k.value(j, d);
               }
-              if (type == DType::kQ8_0) {  // integer block dots: every table the scalar's bits
+              if (internal::AttnQueryIsQ8(type)) {  // integer block dots: every table the scalar's bits
                 ASSERT_EQ(s[r * ld + j], want[r * ld + j]) << r << "," << j;
               } else {
                 ASSERT_NEAR(s[r * ld + j], want[r * ld + j], 1e-6 * mag * scale + 1e-7) << r << "," << j;
@@ -388,8 +389,8 @@ TEST(AttentionQueryTiles, BitIdenticalWhateverTheKvBlockSize) {
 
 // Attention over a cache stored as each KV type against the f32 attention of the values it
 // was rounded from, within what that rounding allows: with every score of a row off by at most
-// D = scale * sum_d |q^_d k^_d - q_d k_d| (the rows' own rounding errors; q^ = q but for q8_0 K,
-// whose scores read the query rounded to q8_0), the weights move by a
+// D = scale * sum_d |q^_d k^_d - q_d k_d| (the rows' own rounding errors; q^ = q but for q8_0
+// and q4_0 K, whose scores read the query rounded to q8_0), the weights move by a
 // factor within exp(+-2D), so |o^ - o| <= max_j |v^_j - v_j| + (exp(2D) - 1) * max_j |v_j|,
 // plus float slack.
 TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
@@ -409,7 +410,7 @@ TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
       for (int h = 0; h < s.n_heads; ++h) {
         const float* qv = q.data() + (static_cast<int64_t>(t) * s.n_heads + h) * hd;
         std::vector<float> qr(qv, qv + hd);  // the query the scores read
-        if (type == DType::kQ8_0) {
+        if (internal::AttnQueryIsQ8(type)) {
           std::vector<std::byte> form(internal::AttnQueryBytes(type, hd));
           const void* f =
               internal::PrepareAttnQuery(internal::TableFor(Isa::kScalar), type, qv, hd, form.data());

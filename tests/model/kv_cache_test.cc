@@ -250,7 +250,7 @@ TEST(KvCacheTypes, PagedEqualsContiguousBitForBit) {
 
 // View() hands the kernels the stored bytes with their types: attention over the view equals
 // attention over the dequantized rows (LoadKey / LoadValue) in an f32 block table (for a q8_0
-// K cache with the query rounded to q8_0, as the kernels read it against q8_0 keys).
+// or q4_0 K cache with the query rounded to q8_0, as the kernels read it against such keys).
 TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
   constexpr int32_t kHd = 64, kPos = 6;
   for (const KvCacheTypes types :
@@ -273,7 +273,7 @@ TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
     const std::vector<float> q = Row(2 * kKvHeads * kHd, 7);  // 2 query heads per KV head
     const int32_t pos = kPos - 1;
     std::vector<float> got(q.size()), want(q.size()), q_read = q;
-    if (types.k == DType::kQ8_0)
+    if (kernels::internal::AttnQueryIsQ8(types.k))
       for (size_t h = 0; h < q.size() / kHd; ++h) {
         std::vector<std::byte> form(kernels::internal::AttnQueryBytes(types.k, kHd));
         const auto* b = static_cast<const kernels::block_q8_0*>(kernels::internal::PrepareAttnQuery(

@@ -2,7 +2,7 @@
 // loaded K or V row feeds several query rows. K and V rows are read in their stored type
 // (kernels/kv_row.h) and dequantized in registers, 8 values at a time, into exactly KvValue's
 // floats (q8_0/q4_0: int -> float, times the block's scale), shared by every row of the block;
-// q8_0 K scores are integer block dots against the query rounded to q8_0 (score_q8_256.h). Every (row,
+// q8_0 / q4_0 K scores are integer block dots against the query rounded to q8_0 (score_q8_256.h). Every (row,
 // key) score and every (row, dim) output runs the same instruction sequence whatever block it falls in:
 // blocks only decide which rows share a load, so a row's bits never depend on n_rows (batch invariance).
 #include <immintrin.h>
@@ -162,8 +162,8 @@ template <DType T>
 void AttnScores(const void* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
   const uint8_t* k = static_cast<const uint8_t*>(k_void);
-  if constexpr (T == DType::kQ8_0) {
-    ScoresQ8ByKeyQuads(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
+  if constexpr (T == DType::kQ8_0 || T == DType::kQ4_0) {
+    ScoresQ8ByKeyQuads<T>(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
   } else {
     ScoresByKeyQuads<Ops8, T, 3>(reinterpret_cast<const float* const*>(q), n_rows, k, k_stride, n_keys,
                                  head_dim, scale, s, ld_s);

@@ -3,7 +3,7 @@
 // kernels' scheme on 16 lanes; the online softmax on 16 lanes. K and V rows are read in their
 // stored type and dequantized in registers, 16 values at a time, into exactly KvValue's floats
 // (q8_0/q4_0: int -> float, times the block's scale), each shared by all rows of a block; q8_0
-// K scores are integer block dots against the query rounded to q8_0 (score_q8_256.h).
+// and q4_0 K scores are integer block dots against the query rounded to q8_0 (score_q8_256.h).
 // Every (row, key) score and every (row, dim) output runs the same instruction sequence
 // whatever block it falls in: blocks only decide which rows share a load, so a row's bits
 // never depend on n_rows (batch invariance).
@@ -151,8 +151,8 @@ template <DType T>
 void AttnScores(const void* const* q_form, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
                 int head_dim, float scale, float* s, int ld_s) {
   const uint8_t* k = static_cast<const uint8_t*>(k_void);
-  if constexpr (T == DType::kQ8_0)  // integer block dots (the avx512vnni table: keys in lanes)
-    return ScoresQ8ByKeyQuads(q_form, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
+  if constexpr (T == DType::kQ8_0 || T == DType::kQ4_0)  // integer block dots (avx512vnni: keys in lanes)
+    return ScoresQ8ByKeyQuads<T>(q_form, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
   const auto* const* q = reinterpret_cast<const float* const*>(q_form);  // the f32 rows themselves
   if (head_dim > kKeysInLanesMaxDim)
     return ScoresByKeyQuads<Ops16, T, 4>(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);

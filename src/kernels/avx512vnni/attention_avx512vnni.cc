@@ -1,8 +1,9 @@
-// q8_0 K attention scores by vpdpbusd with 16 keys in the lanes (dispatch.h attn_scores; the
-// query in PrepareAttnQuery's q8_0 form). A group of up to 16 keys is transposed once into a
-// tile of dwords, [block][dword c][16 keys], bytes offset by 128 to be unsigned (vpdpbusd
-// multiplies unsigned by signed bytes); every row then runs per block 8 vpdpbusd with its
-// query's dwords broadcast, starting from -128 * sum(q) so the lane ends at the exact int32 dot,
+// q8_0 / q4_0 K attention scores by vpdpbusd with 16 keys in the lanes (dispatch.h attn_scores;
+// the query in PrepareAttnQuery's q8_0 form). A group of up to 16 keys is transposed once into a
+// tile of dwords, [block][dword c][16 keys], of unsigned bytes (vpdpbusd multiplies unsigned by
+// signed bytes: q8_0 quants + 128, q4_0 nibbles as they are); every row then runs per block 8
+// vpdpbusd with its query's dwords broadcast, starting from -128 (q4_0: -8) * sum(q) so the lane
+// ends at the exact int32 dot,
 // and acc = fma(float(isum), dk * dq, acc): dispatch.h's q8_0 arithmetic, bit for bit the
 // scalar twin's and the other tables'. Against the float keys-in-lanes kernel (dequantize,
 // transpose 16 x 16 floats, one FMA per value per row) a row needs a quarter of the
@@ -20,13 +21,31 @@ namespace {
 
 constexpr int kMaxTileBlocks = 16;  // heads of up to 512 values in the tile; wider ones: 256-bit path
 
-// Block b of up to 16 keys (k: the first row, rows k_stride bytes apart; keys >= nk read as 0):
-// kt[c] lane j = dword c of key j's quants, each byte + 128; *dk lane j = key j's scale.
+// The 32 quants of a block as unsigned bytes in element order: q8_0 + 128; q4_0 the nibbles
+// (elements 0..15 the low ones, 16..31 the high ones).
+template <DType T>
+inline __m256i UnsignedQuants(const uint8_t* block) {
+  if constexpr (T == DType::kQ8_0) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    static_assert(T == DType::kQ4_0);
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+  }
+}
+// The offset of UnsignedQuants: vpdpbusd adds it times sum(q) to the signed dot.
+template <DType T>
+constexpr int32_t kQuantOffset = T == DType::kQ8_0 ? 128 : 8;
+
+// Block b of up to 16 keys (k: the first row, rows k_stride bytes apart; keys >= nk read as
+// zeros, scale 0): kt[c] lane j = dword c of key j's UnsignedQuants; *dk lane j = key j's scale.
+template <DType T>
 inline void LoadKeyTile(const uint8_t* k, int64_t k_stride, int nk, int b, __m512i kt[8], __m512* dk) {
-  const int64_t off = int64_t{b} * sizeof(block_q8_0);
+  const int64_t off = int64_t{b} * static_cast<int64_t>(RowBytes(T, 32));
   auto quants = [&](int j) {
-    return j < nk ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + j * k_stride + off + 2))
-                  : _mm256_setzero_si256();
+    return j < nk ? UnsignedQuants<T>(k + j * k_stride + off) : _mm256_setzero_si256();
   };
   // r[i]: keys lo(i) and lo(i) + 4 in the low and high halves, lo = 0..3, 8..11; after the two
   // in-lane stages, one cross-lane shuffle per output puts key j in lane j.
@@ -45,10 +64,9 @@ inline void LoadKeyTile(const uint8_t* k, int64_t k_stride, int nk, int b, __m51
     u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
     u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
   }
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int e = 0; e < 4; ++e) {
-    kt[e] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), bias);
-    kt[4 + e] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD), bias);
+    kt[e] = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88);
+    kt[4 + e] = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
   }
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -65,7 +83,7 @@ inline int32_t QueryDword(const uint8_t* q, int64_t at) {
 }
 
 // NR (1..8) rows against a tile of nb blocks: s[r][j] for the nk keys.
-template <int NR>
+template <DType T, int NR>
 void ScoresQ8Rows(const void* const* q, const __m512i* kt, const __m512* dk, int nb, int nk, float scale,
                   float* s, int ld_s) {
   __m512 acc[NR];
@@ -73,7 +91,8 @@ void ScoresQ8Rows(const void* const* q, const __m512i* kt, const __m512* dk, int
   for (int b = 0; b < nb; ++b) {
     const int64_t off = int64_t{b} * sizeof(block_q8_0) + 2;
     __m512i isum[NR];
-    for (int r = 0; r < NR; ++r) isum[r] = _mm512_set1_epi32(-128 * internal::ActSumsQ8_0(q[r], nb)[b]);
+    for (int r = 0; r < NR; ++r)
+      isum[r] = _mm512_set1_epi32(-kQuantOffset<T> * internal::ActSumsQ8_0(q[r], nb)[b]);
     for (int c = 0; c < 8; ++c) {
       const __m512i kc = _mm512_load_si512(kt + 8 * b + c);
       for (int r = 0; r < NR; ++r)
@@ -91,20 +110,21 @@ void ScoresQ8Rows(const void* const* q, const __m512i* kt, const __m512* dk, int
                           _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
 }
 
-void AttnScoresQ8(const void* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
-                  int head_dim, float scale, float* s, int ld_s) {
+template <DType T>
+void AttnScoresInt(const void* const* q, int n_rows, const void* k_void, int64_t k_stride, int n_keys,
+                   int head_dim, float scale, float* s, int ld_s) {
   const uint8_t* k = static_cast<const uint8_t*>(k_void);
   const int nb = head_dim / 32;
   if (nb > kMaxTileBlocks)
-    return ScoresQ8ByKeyQuads(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
+    return ScoresQ8ByKeyQuads<T>(q, n_rows, k, k_stride, n_keys, head_dim, scale, s, ld_s);
   alignas(64) __m512i kt[kMaxTileBlocks * 8];  // [nb][8 dwords][16 keys]
   alignas(64) __m512 dk[kMaxTileBlocks];       // [nb][16 keys]
   for (int j0 = 0; j0 < n_keys; j0 += 16) {
     const int nk = n_keys - j0 < 16 ? n_keys - j0 : 16;
-    for (int b = 0; b < nb; ++b) LoadKeyTile(k + j0 * k_stride, k_stride, nk, b, kt + 8 * b, dk + b);
+    for (int b = 0; b < nb; ++b) LoadKeyTile<T>(k + j0 * k_stride, k_stride, nk, b, kt + 8 * b, dk + b);
     ForRowBlocks<8>(n_rows, [&](auto nr, int r) {
-      ScoresQ8Rows<decltype(nr)::value>(q + r, kt, dk, nb, nk, scale, s + static_cast<int64_t>(r) * ld_s + j0,
-                                        ld_s);
+      ScoresQ8Rows<T, decltype(nr)::value>(q + r, kt, dk, nb, nk, scale,
+                                           s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
     });
   }
 }
@@ -112,7 +132,8 @@ void AttnScoresQ8(const void* const* q, int n_rows, const void* k_void, int64_t 
 }  // namespace
 
 void FillAttention(internal::KernelTable& t) {
-  t.attn_scores[static_cast<int>(DType::kQ8_0)] = AttnScoresQ8;
+  t.attn_scores[static_cast<int>(DType::kQ8_0)] = AttnScoresInt<DType::kQ8_0>;
+  t.attn_scores[static_cast<int>(DType::kQ4_0)] = AttnScoresInt<DType::kQ4_0>;
 }
 
 }  // namespace ferry::kernels::avx512vnni

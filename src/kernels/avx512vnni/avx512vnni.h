@@ -24,7 +24,7 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 // In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
 // table computes natively.
 void FillKQuantDots(internal::KernelTable& t);
-// Attention: q8_0 K scores by vpdpbusd, keys in lanes (dispatch.h attn_scores).
+// Attention: q8_0 / q4_0 K scores by vpdpbusd, keys in lanes (dispatch.h attn_scores).
 void FillAttention(internal::KernelTable& t);
 // bf16 x bf16 dot by vdpbf16ps (needs avx512bf16, which not every VNNI CPU has).
 float DotBf16Dp(const void* w, const void* x, int64_t n);

@@ -27,12 +27,20 @@ void AttnScoresT(const void* const* q_form, int n_rows, const void* k, int64_t k
   }
 }
 
-// q8_0 K against the query rounded to q8_0 (dispatch.h PrepareAttnQuery): per block of 32 the
-// exact int32 dot, then acc = fma(float(isum), dk * dq, acc) over the blocks in order.
-template <>
-void AttnScoresT<DType::kQ8_0>(const void* const* q_form, int n_rows, const void* k, int64_t k_stride,
-                               int n_keys, int head_dim, float scale, float* s, int ld_s) {
+// Quant i of a q8_0 / q4_0 K block as a signed int (q4_0: nibble - 8).
+template <DType T>
+int KeyInt(const uint8_t* block, int i) {
+  if constexpr (T == DType::kQ8_0) return static_cast<int8_t>(block[2 + i]);
+  return (i < 16 ? block[2 + i] & 0x0F : block[2 + i - 16] >> 4) - 8;
+}
+
+// q8_0 / q4_0 K against the query rounded to q8_0 (dispatch.h PrepareAttnQuery): per block of
+// 32 the exact int32 dot, then acc = fma(float(isum), dk * dq, acc) over the blocks in order.
+template <DType T>
+void AttnScoresIntT(const void* const* q_form, int n_rows, const void* k, int64_t k_stride, int n_keys,
+                    int head_dim, float scale, float* s, int ld_s) {
   const int nb = head_dim / 32;
+  const size_t block_bytes = RowBytes(T, 32);
   for (int r = 0; r < n_rows; ++r) {
     const auto* qb = static_cast<const block_q8_0*>(q_form[r]);
     const float* dq = internal::ActScales(q_form[r], nb, sizeof(block_q8_0));
@@ -40,9 +48,9 @@ void AttnScoresT<DType::kQ8_0>(const void* const* q_form, int n_rows, const void
       const uint8_t* kj = static_cast<const uint8_t*>(k) + j * k_stride;
       float acc = 0.f;
       for (int b = 0; b < nb; ++b) {
-        const uint8_t* kb = kj + b * sizeof(block_q8_0);
+        const uint8_t* kb = kj + b * block_bytes;
         int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += static_cast<int8_t>(kb[2 + i]) * qb[b].qs[i];
+        for (int i = 0; i < 32; ++i) isum += KeyInt<T>(kb, i) * qb[b].qs[i];
         uint16_t h;
         std::memcpy(&h, kb, 2);
         acc = std::fma(static_cast<float>(isum), Fp16ToFp32(h) * dq[b], acc);
@@ -69,7 +77,11 @@ void AttnPvT(const float* p, int ld_p, int n_rows, const void* v, int64_t v_stri
 void FillAttention(internal::KernelTable& t) {
   for (DType type : kKvTypes)
     WithKvType(type, [&](auto tc) {
-      t.attn_scores[static_cast<int>(type)] = AttnScoresT<tc.value>;
+      if constexpr (tc.value == DType::kQ8_0 || tc.value == DType::kQ4_0) {
+        t.attn_scores[static_cast<int>(type)] = AttnScoresIntT<tc.value>;
+      } else {
+        t.attn_scores[static_cast<int>(type)] = AttnScoresT<tc.value>;
+      }
       t.attn_pv[static_cast<int>(type)] = AttnPvT<tc.value>;
     });
   t.attn_softmax = AttnSoftmax;

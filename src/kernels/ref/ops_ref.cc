@@ -124,8 +124,8 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
     for (int h = 0; h < n_heads; ++h) {
       const int kvh = h / group;
       const float* qv = q + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
-      std::vector<float> q_round;  // q8_0 K: the query rounded to q8_0, as attn_scores reads it
-      if (kv.k_type == DType::kQ8_0) {
+      std::vector<float> q_round;  // q8_0/q4_0 K: the query rounded to q8_0, as attn_scores reads it
+      if (internal::AttnQueryIsQ8(kv.k_type)) {
         std::vector<block_q8_0> qb(static_cast<size_t>(head_dim / 32));
         QuantizeActQ8_0(qv, qb.data(), head_dim);
         q_round.resize(static_cast<size_t>(head_dim));

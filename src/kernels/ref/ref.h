@@ -92,7 +92,7 @@ void HadamardRotate(float* x, int n_heads, int head_dim);
 void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out);
 
 // Naive causal attention (materialized scores, then softmax) for tests; same contract as
-// kernels::Attention, single-threaded; with a q8_0 K cache the query is rounded to q8_0 first,
+// kernels::Attention, single-threaded; with a q8_0 or q4_0 K cache the query is rounded to q8_0 first,
 // as kernels::Attention defines it (dispatch.h PrepareAttnQuery).
 void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
                     float scale, const KvBlocks& kv, float* out);
