@@ -67,15 +67,12 @@ void ScoresBlock(const float* const* q, const uint8_t* const* k, int nk, int hd,
 template <typename Ops, DType T, int kMaxRows>
 void ScoresByKeyQuads(const float* const* q, int n_rows, const uint8_t* k, int64_t k_stride, int n_keys,
                       int head_dim, float scale, float* s, int ld_s) {
-  for (int j0 = 0; j0 < n_keys; j0 += 4) {
-    const int nk = n_keys - j0 < 4 ? n_keys - j0 : 4;
-    const uint8_t* kr[4];
-    for (int j = 0; j < 4; ++j) kr[j] = k + (j0 + (j < nk ? j : 0)) * k_stride;
+  ForKeyQuads(k, k_stride, n_keys, [=](int j0, int nk, const std::array<const uint8_t*, 4>& kr) {
     ForRowBlocks<kMaxRows>(n_rows, [=](auto nr, int r) {
-      ScoresBlock<Ops, T, decltype(nr)::value>(q + r, kr, nk, head_dim, scale,
+      ScoresBlock<Ops, T, decltype(nr)::value>(q + r, kr.data(), nk, head_dim, scale,
                                                s + static_cast<int64_t>(r) * ld_s + j0, ld_s);
     });
-  }
+  });
 }
 
 }  // namespace

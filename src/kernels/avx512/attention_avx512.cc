@@ -141,10 +141,7 @@ void ScoresRows(const float* const* q, const float* kt, int hd, int nk, float sc
     const __m512 kv = _mm512_load_ps(kt + 16 * d);
     for (int r = 0; r < NR; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d]), kv, acc[r]);
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nk) - 1);
-  for (int r = 0; r < NR; ++r)
-    _mm512_mask_storeu_ps(s + static_cast<int64_t>(r) * ld_s, m,
-                          _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
+  StoreScores16<NR>(acc, nk, scale, s, ld_s);
 }
 
 template <DType T>

@@ -41,6 +41,15 @@ inline float HsumF32x16(__m512 v) {
   return HsumF32x8(_mm256_add_ps(LoHalf(v), HiHalf(v)));
 }
 
+// Attention scores of NR rows x up to 16 keys in lanes: s[r * ld_s + j] = acc[r][j] * scale, j < nk.
+template <int NR>
+inline void StoreScores16(const __m512* acc, int nk, float scale, float* s, int ld_s) {
+  const __mmask16 m = static_cast<__mmask16>((1u << nk) - 1);
+  for (int r = 0; r < NR; ++r)
+    _mm512_mask_storeu_ps(s + static_cast<int64_t>(r) * ld_s, m,
+                          _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
+}
+
 // Calls f(std::integral_constant<int, NT>{}) with NT = nt (1..8; more counts as 8): the
 // runtime token count of a tile becomes the template one its registers are sized by.
 template <typename F>

@@ -104,10 +104,7 @@ void ScoresQ8Rows(const void* const* q, const __m512i* kt, const __m512* dk, int
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(dk[b], _mm512_set1_ps(dq)), acc[r]);
     }
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nk) - 1);
-  for (int r = 0; r < NR; ++r)
-    _mm512_mask_storeu_ps(s + static_cast<int64_t>(r) * ld_s, m,
-                          _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
+  avx512::StoreScores16<NR>(acc, nk, scale, s, ld_s);
 }
 
 template <DType T>
