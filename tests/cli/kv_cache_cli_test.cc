@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "run_ferry.h"
 #include "test_util.h"
@@ -27,8 +28,8 @@ double Ppl(const testing::CliResult& r) {
 TEST(KvCacheCli, CacheRotateReachesTheCache) {
   const std::string model = testing::TempDir() + "/kv-cli-tiny-hd64.gguf";
   ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
-  testing::CliResult bench = Ferry("bench -m " + model +
-                                   " -p 8 -n 4 -r 1 --bw-mib 16 -t 1 --json --cache-type-k q4_0 --cache-rotate");
+  testing::CliResult bench = Ferry(
+      "bench -m " + model + " -p 8 -n 4 -r 1 --bw-mib 16 -t 1 --json --cache-type-k q4_0 --cache-rotate");
   ASSERT_EQ(bench.code, 0) << bench.err;
   auto j = nlohmann::json::parse(bench.out.substr(0, bench.out.find('\n')));
   EXPECT_EQ(j["type_k"], "q4_0");
@@ -48,6 +49,44 @@ TEST(KvCacheCli, CacheRotateReachesTheCache) {
   // last-bit difference to flip), so PPL agrees to about 1e-6 relative; 2e-5 allows for that.
   EXPECT_NEAR(f32_rot, f32, 2e-5 * f32) << f32 << " " << f32_rot;
   EXPECT_NE(q4_rot, q4);  // rotated keys round differently
+}
+
+// `ferry bench` takes lists of KV types as llama-bench's -ctk / -ctv do: one cache per type, one
+// JSON line each, in the order given (every K type with every V type); a list elsewhere, or one
+// with an empty item, is a clear error.
+TEST(KvCacheCli, BenchRunsEachTypeOfAList) {
+  const std::string model = testing::TempDir() + "/kv-cli-list-tiny-hd64.gguf";
+  ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
+  const std::string bench = "bench -m " + model + " -p 8 -n 4 -r 1 --bw-mib 16 -t 1 --json ";
+  auto types_of = [](const std::string& out) {
+    std::vector<std::string> kv;
+    size_t at = 0;
+    for (size_t nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1) {
+      const auto j = nlohmann::json::parse(out.substr(at, nl - at));
+      EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+      kv.push_back(j["type_k"].get<std::string>() + "/" + j["type_v"].get<std::string>());
+    }
+    return kv;
+  };
+  testing::CliResult pairs = Ferry(bench + "--kv-cache-dtype f32,q4_0");
+  ASSERT_EQ(pairs.code, 0) << pairs.err;
+  EXPECT_EQ(types_of(pairs.out), (std::vector<std::string>{"f32/f32", "q4_0/q4_0"}));
+  testing::CliResult grid = Ferry(bench + "--cache-type-k f16,q8_0 --cache-type-v f32,q4_0");
+  ASSERT_EQ(grid.code, 0) << grid.err;
+  EXPECT_EQ(types_of(grid.out), (std::vector<std::string>{"f16/f32", "f16/q4_0", "q8_0/f32", "q8_0/q4_0"}));
+  testing::CliResult k_only = Ferry(bench + "--cache-type-k q8_0,bf16");
+  ASSERT_EQ(k_only.code, 0) << k_only.err;
+  EXPECT_EQ(types_of(k_only.out), (std::vector<std::string>{"q8_0/f16", "bf16/f16"}));
+
+  testing::CliResult empty = Ferry(bench + "--kv-cache-dtype f32,,q8_0");
+  EXPECT_NE(empty.code, 0);
+  EXPECT_NE(empty.err.find("an empty item"), std::string::npos) << empty.err;
+  testing::CliResult bad = Ferry(bench + "--cache-type-v f32,q5_0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--cache-type-v 'q5_0'"), std::string::npos) << bad.err;
+  testing::CliResult run = Ferry("run -m " + model + " -p hi -n 2 --kv-cache-dtype f32,q8_0");
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.err.find("a comma-separated list is for ferry bench"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -87,6 +87,13 @@ std::string WeightTypeName(const formats::WeightSource& src) {
   return name.empty() ? "unknown" : name;
 }
 
+// One KV cache type of the run (`--kv-cache-dtype f32,q8_0` lists several): its cache and rates.
+struct KvRun {
+  KvCacheTypes types;
+  std::unique_ptr<KvCache> kv;
+  std::vector<double> pp, tg;  // tok/s of each repetition
+};
+
 // Prefill P tokens of sequence 0 starting at position pos0; returns seconds.
 StatusOr<double> Prefill(const Model& m, KvCache& kv, const std::vector<int32_t>& toks, int n_batch,
                          std::vector<float>& logits, ThreadPool& pool, const ForwardOptions& fo,
@@ -157,8 +164,10 @@ int RunModelBench(const BenchOpts& o) {
     return Fail(InvalidArgumentError("ferry bench needs -m PATH (or a subcommand: throughput)"));
   if (o.n_prompt < 0 || o.n_gen < 0 || o.depth < 0 || o.reps < 1 || o.n_batch < 1)
     return Fail(InvalidArgumentError("-p, -n and -d must be >= 0, -r and --batch >= 1"));
-  auto kv_types = o.kv_cache.ToTypes();
-  if (!kv_types.ok()) return Fail(kv_types.status());
+  auto kv_list = o.kv_cache.ToTypeList();
+  if (!kv_list.ok()) return Fail(kv_list.status());
+  if (o.spec.enabled() && kv_list->size() > 1)
+    return Fail(InvalidArgumentError("speculative decoding runs one KV cache type: give one, not a list"));
   auto par = OpenParallelRun(o.parallel);
   if (!par.ok()) return Fail(par.status());
   if (par->split() && o.spec.enabled())
@@ -169,7 +178,7 @@ int RunModelBench(const BenchOpts& o) {
   lopts.parallel = par->layout();
   auto lm = LoadModel(o.model, lopts);
   if (!lm.ok()) return par->Fail(lm.status());
-  par->PrintRankMemory(*lm->model, *kv_types);
+  for (const KvCacheTypes& types : *kv_list) par->PrintRankMemory(*lm->model, types);
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
   const int ctx = std::max(1, o.depth + o.n_prompt + o.n_gen);
@@ -178,9 +187,15 @@ int RunModelBench(const BenchOpts& o) {
   ForwardOptions fo;
   fo.stats = &stats;
   fo.scratch = &scratch;
-  // Budgeted under --kv-policy sink|h2o.
-  auto kv = CreateKvCacheFor(c, m.sparsity(), 1, ctx, std::max(o.n_batch, 2), &stats, *kv_types);
-  if (!kv.ok()) return Fail(kv.status());
+  // One cache per KV type of the list (budgeted under --kv-policy sink|h2o); the repetitions
+  // alternate between them, so a list compares the types in one process, on one copy of the
+  // weights, under the same machine drift.
+  std::vector<KvRun> runs;
+  for (const KvCacheTypes& types : *kv_list) {
+    auto kv = CreateKvCacheFor(c, m.sparsity(), 1, ctx, std::max(o.n_batch, 2), &stats, types);
+    if (!kv.ok()) return Fail(kv.status());
+    runs.push_back(KvRun{types, std::move(*kv), {}, {}});
+  }
   ThreadPool pool(o.threads);
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
   std::mt19937 rng(42);
@@ -192,9 +207,9 @@ int RunModelBench(const BenchOpts& o) {
   for (auto& t : gen) t = tok(rng);
 
   // Warm-up (page in the weights, wake the threads), as llama-bench does.
-  {
+  for (KvRun& run : runs) {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
-    auto s = Prefill(m, **kv, w, o.n_batch, logits, pool, fo);
+    auto s = Prefill(m, *run.kv, w, o.n_batch, logits, pool, fo);
     if (!s.ok()) return par->Fail(s.status());
   }
   double decode_s = 0, decode_comm_s = 0;  // over every timed decode step
@@ -211,38 +226,50 @@ int RunModelBench(const BenchOpts& o) {
     allreduce_s = t.Seconds() / kCalls;
   }
   stats = SparsityStats{};  // count the timed passes only
-  std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
-    if (o.depth > 0) {  // the context the tests run at (untimed)
-      auto s = Prefill(m, **kv, context, o.n_batch, logits, pool, fo);
-      if (!s.ok()) return par->Fail(s.status());
-    }
-    if (o.n_prompt > 0) {
-      auto s = Prefill(m, **kv, prompt, o.n_batch, logits, pool, fo, o.depth);
-      if (!s.ok()) return par->Fail(s.status());
-      pp.push_back(o.n_prompt / *s);
-    }
-    if (o.n_gen > 0) {
-      const double comm0 = par->comm_seconds();
-      fo.logits_gathered_bytes = &decode_gathered;
-      auto s = Decode(m, **kv, gen, o.depth + o.n_prompt, logits, pool, fo, o.logits_top_k);
-      fo.logits_gathered_bytes = nullptr;
-      if (!s.ok()) return par->Fail(s.status());
-      tg.push_back(o.n_gen / *s);
-      decode_s += *s;
-      decode_comm_s += par->comm_seconds() - comm0;
+    for (KvRun& run : runs) {
+      KvCache& kv = *run.kv;
+      if (o.depth > 0) {  // the context the tests run at (untimed)
+        auto s = Prefill(m, kv, context, o.n_batch, logits, pool, fo);
+        if (!s.ok()) return par->Fail(s.status());
+      }
+      if (o.n_prompt > 0) {
+        auto s = Prefill(m, kv, prompt, o.n_batch, logits, pool, fo, o.depth);
+        if (!s.ok()) return par->Fail(s.status());
+        run.pp.push_back(o.n_prompt / *s);
+      }
+      if (o.n_gen > 0) {
+        const double comm0 = par->comm_seconds();
+        fo.logits_gathered_bytes = &decode_gathered;
+        auto s = Decode(m, kv, gen, o.depth + o.n_prompt, logits, pool, fo, o.logits_top_k);
+        fo.logits_gathered_bytes = nullptr;
+        if (!s.ok()) return par->Fail(s.status());
+        run.tg.push_back(o.n_gen / *s);
+        decode_s += *s;
+        decode_comm_s += par->comm_seconds() - comm0;
+      }
     }
   }
   const double bw = kernels::MeasureReadBandwidth(static_cast<size_t>(o.bw_mib) << 20, 3, &pool);
-  // Bytes per decoded token: all weights once, plus K and V (in their cache types) of every
-  // earlier position in every layer, averaged over the decoded positions D+P .. D+P+N-1 (each
-  // reads pos+1 slots).
-  const double kv_row = static_cast<double>(c.n_layers) *
-                        static_cast<double>(KvStorage::SlotBytes(c.n_kv_heads, c.head_dim, *kv_types));
-  const double kv_bytes = o.n_gen > 0 ? kv_row * (o.depth + o.n_prompt + (o.n_gen + 1) / 2.0) : 0.0;
-  const double tok_bytes = static_cast<double>(m.WeightBytes()) + kv_bytes;
-  const MeanSd pps = Stats(pp), tgs = Stats(tg);
-  const double eff = bw > 0 ? tok_bytes * tgs.mean / bw : 0.0;
+  // Per KV type: bytes per decoded token (all weights once, plus K and V in their cache types
+  // of every earlier position in every layer, averaged over the decoded positions D+P ..
+  // D+P+N-1, each reading pos+1 slots), the rates and the decode efficiency.
+  struct Figures {
+    double kv_bytes, tok_bytes, eff;
+    MeanSd pp, tg;
+  };
+  auto figures = [&](const KvRun& run) {
+    Figures f;
+    const double kv_row = static_cast<double>(c.n_layers) *
+                          static_cast<double>(KvStorage::SlotBytes(c.n_kv_heads, c.head_dim, run.types));
+    f.kv_bytes = o.n_gen > 0 ? kv_row * (o.depth + o.n_prompt + (o.n_gen + 1) / 2.0) : 0.0;
+    f.tok_bytes = static_cast<double>(m.WeightBytes()) + f.kv_bytes;
+    f.pp = Stats(run.pp);
+    f.tg = Stats(run.tg);
+    f.eff = bw > 0 ? f.tok_bytes * f.tg.mean / bw : 0.0;
+    return f;
+  };
+  const KvCacheTypes& kv_types = runs.front().types;  // the one type speculation runs with
   const std::string wtype = WeightTypeName(*lm->source);
   const std::string name = lm->source->metadata().GetString("general.name").value_or(o.model);
 
@@ -258,9 +285,9 @@ int RunModelBench(const BenchOpts& o) {
     if (!o.spec_prompt.empty()) sp = lm->tokenizer->Encode(o.spec_prompt, true, false);
     if (sp.empty()) sp = {1};
     for (int r = 0; r < o.reps; ++r) {
-      auto plain = DecodeOnEngine(m, sp, o.n_gen, nullptr, pool.size(), *kv_types);
+      auto plain = DecodeOnEngine(m, sp, o.n_gen, nullptr, pool.size(), kv_types);
       if (!plain.ok()) return Fail(plain.status());
-      auto spec = DecodeOnEngine(m, sp, o.n_gen, &sc, pool.size(), *kv_types);
+      auto spec = DecodeOnEngine(m, sp, o.n_gen, &sc, pool.size(), kv_types);
       if (!spec.ok()) return Fail(spec.status());
       eng_tps.push_back(plain->tokens_per_s);
       spec_tps.push_back(spec->tokens_per_s);
@@ -284,49 +311,52 @@ int RunModelBench(const BenchOpts& o) {
   if (!par->root()) return 0;  // every rank ran the same steps; rank 0 reports
 
   if (o.json) {
-    nlohmann::json j = {{"model", name},
-                        {"path", o.model},
-                        {"weight_type", wtype},
-                        {"cpu", kernels::CpuModelName()},
-                        {"isa", kernels::IsaName(kernels::ActiveIsa())},
-                        {"threads", pool.size()},
-                        {"n_prompt", o.n_prompt},
-                        {"n_gen", o.n_gen},
-                        {"n_depth", o.depth},
-                        {"type_k", DTypeName(kv_types->k)},
-                        {"type_v", DTypeName(kv_types->v)},
-                        {"cache_rotate", kv_types->rotate_k},
-                        {"reps", o.reps},
-                        {"prefill_tokens_per_s", pps.mean},
-                        {"prefill_tokens_per_s_sd", pps.sd},
-                        {"decode_tokens_per_s", tgs.mean},
-                        {"decode_tokens_per_s_sd", tgs.sd},
-                        {"weight_bytes", m.WeightBytes()},
-                        {"bytes_per_decode_token", tok_bytes},
-                        {"bandwidth_gb_per_s", bw / 1e9},
-                        {"decode_efficiency", eff},
-                        {"sparsity", SparsityJson(m, stats)},
-                        {"tensor_parallel", o.parallel.tensor_parallel},
-                        {"pipeline_parallel", o.parallel.pipeline_parallel},
-                        {"comm_s", comm_s},
-                        {"allreduce_s", allreduce_s},
-                        {"comm_share", comm_share},
-                        {"logits_top_k", o.logits_top_k},
-                        {"logits_gather_bytes", gathered}};
-    if (!spec_tps.empty()) {
-      j["spec_method"] = spec_method;
-      j["spec_tokens"] = sc.num_tokens;
-      j["spec_adaptive"] = sc.adaptive;
-      j["engine_decode_tokens_per_s"] = engs.mean;
-      j["spec_decode_tokens_per_s"] = specs.mean;
-      j["spec_decode_tokens_per_s_sd"] = specs.sd;
-      j["spec_speedup"] = engs.mean > 0 ? specs.mean / engs.mean : 0.0;
-      j["acceptance_rate"] = spec_stats.SpecAcceptanceRate();
-      j["mean_accepted_tokens"] = spec_stats.SpecMeanAcceptedTokens();
-      j["spec_draft_s"] = spec_stats.spec_draft_s / o.reps;
-      j["spec_verify_s"] = spec_stats.spec_verify_s / o.reps;
+    for (const KvRun& run : runs) {
+      const Figures f = figures(run);
+      nlohmann::json j = {{"model", name},
+                          {"path", o.model},
+                          {"weight_type", wtype},
+                          {"cpu", kernels::CpuModelName()},
+                          {"isa", kernels::IsaName(kernels::ActiveIsa())},
+                          {"threads", pool.size()},
+                          {"n_prompt", o.n_prompt},
+                          {"n_gen", o.n_gen},
+                          {"n_depth", o.depth},
+                          {"type_k", DTypeName(run.types.k)},
+                          {"type_v", DTypeName(run.types.v)},
+                          {"cache_rotate", run.types.rotate_k},
+                          {"reps", o.reps},
+                          {"prefill_tokens_per_s", f.pp.mean},
+                          {"prefill_tokens_per_s_sd", f.pp.sd},
+                          {"decode_tokens_per_s", f.tg.mean},
+                          {"decode_tokens_per_s_sd", f.tg.sd},
+                          {"weight_bytes", m.WeightBytes()},
+                          {"bytes_per_decode_token", f.tok_bytes},
+                          {"bandwidth_gb_per_s", bw / 1e9},
+                          {"decode_efficiency", f.eff},
+                          {"sparsity", SparsityJson(m, stats)},
+                          {"tensor_parallel", o.parallel.tensor_parallel},
+                          {"pipeline_parallel", o.parallel.pipeline_parallel},
+                          {"comm_s", comm_s},
+                          {"allreduce_s", allreduce_s},
+                          {"comm_share", comm_share},
+                          {"logits_top_k", o.logits_top_k},
+                          {"logits_gather_bytes", gathered}};
+      if (!spec_tps.empty()) {
+        j["spec_method"] = spec_method;
+        j["spec_tokens"] = sc.num_tokens;
+        j["spec_adaptive"] = sc.adaptive;
+        j["engine_decode_tokens_per_s"] = engs.mean;
+        j["spec_decode_tokens_per_s"] = specs.mean;
+        j["spec_decode_tokens_per_s_sd"] = specs.sd;
+        j["spec_speedup"] = engs.mean > 0 ? specs.mean / engs.mean : 0.0;
+        j["acceptance_rate"] = spec_stats.SpecAcceptanceRate();
+        j["mean_accepted_tokens"] = spec_stats.SpecMeanAcceptedTokens();
+        j["spec_draft_s"] = spec_stats.spec_draft_s / o.reps;
+        j["spec_verify_s"] = spec_stats.spec_verify_s / o.reps;
+      }
+      std::printf("%s\n", j.dump().c_str());
     }
-    std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("cpu: %s; kernel table: %s (FERRY_ISA selects another)\n\n", kernels::CpuModelName().c_str(),
                 kernels::IsaName(kernels::ActiveIsa()));
@@ -334,20 +364,28 @@ int RunModelBench(const BenchOpts& o) {
         "| model | type | isa | threads | type_k | type_v | test | t/s "
         "|\n|---|---|---|---|---|---|---|---|\n");
     const std::string at = o.depth > 0 ? fmt::format(" @ d{}", o.depth) : "";
-    const std::string type_k = fmt::format("{}{}", DTypeName(kv_types->k), kv_types->rotate_k ? "+rot" : "");
-    if (o.n_prompt > 0)
-      std::printf("| %s | %s | %s | %d | %s | %s | pp%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
-                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), type_k.c_str(), DTypeName(kv_types->v),
-                  o.n_prompt, at.c_str(), pps.mean, pps.sd);
-    if (o.n_gen > 0)
-      std::printf("| %s | %s | %s | %d | %s | %s | tg%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
-                  kernels::IsaName(kernels::ActiveIsa()), pool.size(), type_k.c_str(), DTypeName(kv_types->v),
-                  o.n_gen, at.c_str(), tgs.mean, tgs.sd);
-    std::printf(
-        "\nread bandwidth (%d threads, %d MiB): %.2f GB/s; bytes per decoded token %.1f MB "
-        "(weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
-        pool.size(), o.bw_mib, bw / 1e9, tok_bytes / 1e6, static_cast<double>(m.WeightBytes()) / 1e6,
-        kv_bytes / 1e6, eff * 100);
+    auto type_k = [](const KvCacheTypes& t) {
+      return fmt::format("{}{}", DTypeName(t.k), t.rotate_k ? "+rot" : "");
+    };
+    for (const KvRun& run : runs) {
+      const Figures f = figures(run);
+      if (o.n_prompt > 0)
+        std::printf("| %s | %s | %s | %d | %s | %s | pp%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
+                    kernels::IsaName(kernels::ActiveIsa()), pool.size(), type_k(run.types).c_str(),
+                    DTypeName(run.types.v), o.n_prompt, at.c_str(), f.pp.mean, f.pp.sd);
+      if (o.n_gen > 0)
+        std::printf("| %s | %s | %s | %d | %s | %s | tg%d%s | %.2f +/- %.2f |\n", name.c_str(), wtype.c_str(),
+                    kernels::IsaName(kernels::ActiveIsa()), pool.size(), type_k(run.types).c_str(),
+                    DTypeName(run.types.v), o.n_gen, at.c_str(), f.tg.mean, f.tg.sd);
+    }
+    std::printf("\nread bandwidth (%d threads, %d MiB): %.2f GB/s\n", pool.size(), o.bw_mib, bw / 1e9);
+    for (const KvRun& run : runs) {
+      const Figures f = figures(run);
+      std::printf(
+          "%s/%s: bytes per decoded token %.1f MB (weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
+          type_k(run.types).c_str(), DTypeName(run.types.v), f.tok_bytes / 1e6,
+          static_cast<double>(m.WeightBytes()) / 1e6, f.kv_bytes / 1e6, f.eff * 100);
+    }
     if (!spec_tps.empty())
       std::printf(
           "speculative decode (%s, K %d) on the engine: %.2f +/- %.2f tok/s vs plain %.2f +/- %.2f tok/s "

@@ -63,6 +63,9 @@ struct KvCacheFlags {
   void Add(CLI::App* cmd);
   // f16 for what was not given; an unknown name is an error listing the valid ones.
   StatusOr<KvCacheTypes> ToTypes() const;
+  // `ferry bench` takes comma-separated lists, as llama-bench's -ctk / -ctv do: every K type
+  // with every V type (--kv-cache-dtype a,b: a/a and b/b), in the order given.
+  StatusOr<std::vector<KvCacheTypes>> ToTypeList() const;
 };
 
 // Options shared by commands that load a model.

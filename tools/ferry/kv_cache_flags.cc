@@ -1,12 +1,15 @@
 // The KV cache type flags shared by run, ppl, bench, bench throughput and serve.
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "commands.h"
 
 namespace ferry::cli {
 
 void KvCacheFlags::Add(CLI::App* cmd) {
-  const char* types = "f32|f16|bf16|q8_0|q4_0";
+  const char* types = "f32|f16|bf16|q8_0|q4_0 (ferry bench: a comma-separated list)";
   cmd->add_option("--cache-type-k", type_k, fmt::format("KV cache type of K: {} (default f16)", types))
       ->group("KV cache");
   cmd->add_option("--cache-type-v", type_v, fmt::format("KV cache type of V: {} (default f16)", types))
@@ -37,6 +40,47 @@ StatusOr<KvCacheTypes> KvCacheFlags::ToTypes() const {
   }
   t.rotate_k = rotate_k;
   return t;
+}
+
+StatusOr<std::vector<KvCacheTypes>> KvCacheFlags::ToTypeList() const {
+  auto split = [](const std::string& list, const char* flag) -> StatusOr<std::vector<std::string>> {
+    std::vector<std::string> items;
+    size_t at = 0;
+    for (;;) {
+      const size_t comma = list.find(',', at);
+      items.push_back(list.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (items.back().empty() && !list.empty())
+        return InvalidArgumentError("{} '{}': an empty item in the list (write e.g. f16,q8_0)", flag, list);
+      if (comma == std::string::npos) return items;
+      at = comma + 1;
+    }
+  };
+  std::vector<KvCacheTypes> out;
+  auto add_each = [&](const std::vector<std::string>& ks, const std::vector<std::string>& vs,
+                      bool pairs) -> Status {
+    for (size_t i = 0; i < ks.size(); ++i)
+      for (size_t j = 0; j < (pairs ? 1 : vs.size()); ++j) {
+        KvCacheFlags one = *this;
+        one.dtype = pairs ? ks[i] : "";
+        one.type_k = pairs ? "" : ks[i];
+        one.type_v = pairs ? "" : vs[j];
+        FERRY_ASSIGN_OR_RETURN(KvCacheTypes t, one.ToTypes());
+        out.push_back(t);
+      }
+    return Status::Ok();
+  };
+  if (!dtype.empty()) {
+    if (!type_k.empty() || !type_v.empty())
+      return InvalidArgumentError(
+          "--kv-cache-dtype sets both K and V: give it or --cache-type-k/-v, not both");
+    FERRY_ASSIGN_OR_RETURN(auto types, split(dtype, "--kv-cache-dtype"));
+    FERRY_RETURN_IF_ERROR(add_each(types, {}, /*pairs=*/true));
+  } else {  // "" (a flag not given): the default, f16
+    FERRY_ASSIGN_OR_RETURN(auto ks, split(type_k, "--cache-type-k"));
+    FERRY_ASSIGN_OR_RETURN(auto vs, split(type_v, "--cache-type-v"));
+    FERRY_RETURN_IF_ERROR(add_each(ks, vs, /*pairs=*/false));
+  }
+  return out;
 }
 
 }  // namespace ferry::cli
