@@ -32,8 +32,12 @@ void AttentionSparseNaive(const float* q, int n_q, const int32_t* q_pos, int n_h
         KvHeadRow(kv.k_type, kv.k_cache, slot_of(p) * n_kv_heads + kvh, head_dim, k_buf.data());
         return k_buf.data();
       };
+      std::vector<std::vector<float>> q_read;  // [nh][head_dim] the queries as the scores read them
+      for (int i = 0; i < nh; ++i)
+        q_read.push_back(
+            QueryAsRead(kv.k_type, q + (static_cast<int64_t>(t) * n_heads + h0 + i) * head_dim, head_dim));
       auto f32_score = [&](int i, int p) {
-        const float* qv = q + (static_cast<int64_t>(t) * n_heads + h0 + i) * head_dim;
+        const float* qv = q_read[static_cast<size_t>(i)].data();
         double d = 0;
         for (int j = 0; j < head_dim; ++j) d += static_cast<double>(qv[j]) * krow(p)[j];
         return d * scale;

@@ -112,6 +112,16 @@ void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out
   DequantizeRow(t, static_cast<const uint8_t*>(cache) + row * bytes, out, head_dim);
 }
 
+std::vector<float> QueryAsRead(DType k_type, const float* q, int head_dim) {
+  std::vector<float> out(q, q + head_dim);
+  if (!internal::AttnQueryIsQ8(k_type)) return out;
+  std::vector<block_q8_0> qb(static_cast<size_t>(head_dim / 32));
+  QuantizeActQ8_0(q, qb.data(), head_dim);
+  for (int d = 0; d < head_dim; ++d)
+    out[static_cast<size_t>(d)] = Fp16ToFp32(qb[d / 32].d) * static_cast<float>(qb[d / 32].qs[d % 32]);
+  return out;
+}
+
 void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
                     float scale, const KvBlocks& kv, float* out) {
   const int group = n_heads / n_kv_heads;
@@ -124,16 +134,8 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
     for (int h = 0; h < n_heads; ++h) {
       const int kvh = h / group;
       const float* qv = q + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
-      std::vector<float> q_round;  // q8_0/q4_0 K: the query rounded to q8_0, as attn_scores reads it
-      if (internal::AttnQueryIsQ8(kv.k_type)) {
-        std::vector<block_q8_0> qb(static_cast<size_t>(head_dim / 32));
-        QuantizeActQ8_0(qv, qb.data(), head_dim);
-        q_round.resize(static_cast<size_t>(head_dim));
-        for (int d = 0; d < head_dim; ++d)
-          q_round[static_cast<size_t>(d)] =
-              Fp16ToFp32(qb[d / 32].d) * static_cast<float>(qb[d / 32].qs[d % 32]);
-        qv = q_round.data();
-      }
+      const std::vector<float> q_read = QueryAsRead(kv.k_type, qv, head_dim);
+      qv = q_read.data();
       std::vector<float> row_buf(static_cast<size_t>(head_dim));
       auto row = [&](DType type, const void* cache, int p) {
         const int64_t blk = kv.block_table[p / kv.block_size];

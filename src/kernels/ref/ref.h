@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/dispatch.h"
@@ -91,6 +92,9 @@ void HadamardRotate(float* x, int n_heads, int head_dim);
 // Head row `row` (= token slot * n_kv_heads + KV head) of a KV cache of type t, as floats [head_dim].
 void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out);
 
+// The query values attention's scores multiply against K type k_type: q itself, or for q8_0 /
+// q4_0 K q rounded to q8_0 (dispatch.h PrepareAttnQuery), as floats [head_dim].
+std::vector<float> QueryAsRead(DType k_type, const float* q, int head_dim);
 // Naive causal attention (materialized scores, then softmax) for tests; same contract as
 // kernels::Attention, single-threaded; with a q8_0 or q4_0 K cache the query is rounded to q8_0 first,
 // as kernels::Attention defines it (dispatch.h PrepareAttnQuery).
