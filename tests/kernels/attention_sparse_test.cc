@@ -48,6 +48,31 @@ struct Shape {
   float k_sigma;  // larger: peakier softmax, more skipping
 };
 
+// sh.n_q random queries at the cache's last positions (in reverse order) and their scale.
+struct Queries {
+  std::vector<float> q;      // [n_q, n_heads, hd]
+  std::vector<int32_t> pos;  // [n_q]
+  float scale;
+  Queries(std::mt19937& rng, const Shape& sh)
+      : q(testing::RandomFloats(rng, int64_t{sh.n_q} * sh.n_heads * sh.hd, 1.f)),
+        pos(static_cast<size_t>(sh.n_q)),
+        scale(1.0f / std::sqrt(static_cast<float>(sh.hd))) {
+    for (int t = 0; t < sh.n_q; ++t) pos[static_cast<size_t>(t)] = sh.n_ctx - 1 - t;
+  }
+};
+
+// The scalar reference's outputs and counts.
+struct Reference {
+  std::vector<float> out;
+  AttentionSparseCounts n;
+};
+Reference RunReference(const Queries& qs, const Shape& sh, const KvBlocks& kv, const AttentionSparsity& sp) {
+  Reference r{std::vector<float>(qs.q.size()), {}};
+  ref::AttentionSparseNaive(qs.q.data(), sh.n_q, qs.pos.data(), sh.n_heads, sh.n_kv, sh.hd, qs.scale, kv, sp,
+                            r.out.data(), &r.n, nullptr);
+  return r;
+}
+
 std::vector<AttentionSparsity> Options() {
   std::vector<AttentionSparsity> v;
   for (float t : {0.f, 1e-4f, 2e-3f, 0.05f}) v.push_back({t, false, 0.f, nullptr});
@@ -67,15 +92,10 @@ TEST(AttentionSparse, MatchesReferenceOnEveryIsa) {
   for (const Shape& sh : shapes) {
     Cache cache(rng, sh.n_kv, sh.hd, sh.bs, sh.n_ctx, sh.k_sigma);
     const KvBlocks kv = cache.View();
-    auto q = testing::RandomFloats(rng, int64_t{sh.n_q} * sh.n_heads * sh.hd, 1.f);
-    std::vector<int32_t> pos(static_cast<size_t>(sh.n_q));
-    for (int t = 0; t < sh.n_q; ++t) pos[static_cast<size_t>(t)] = sh.n_ctx - 1 - t;  // last tokens, reversed
-    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+    const Queries qs(rng, sh);
+    const auto& [q, pos, scale] = qs;
     for (const AttentionSparsity& sp : Options()) {
-      std::vector<float> want(q.size());
-      AttentionSparseCounts want_n;
-      ref::AttentionSparseNaive(q.data(), sh.n_q, pos.data(), sh.n_heads, sh.n_kv, sh.hd, scale, kv, sp,
-                                want.data(), &want_n, nullptr);
+      const auto [want, want_n] = RunReference(qs, sh, kv, sp);
       for (Isa isa : testing::TestIsas()) {
         ASSERT_TRUE(isa_guard.Set(isa));
         SCOPED_TRACE(std::string(IsaName(isa)) + " hd=" + std::to_string(sh.hd) +
@@ -116,10 +136,8 @@ TEST(AttentionSparse, QuantizedCacheMatchesReferenceOnEveryIsa) {
   ThreadPool pool(2);
   const Shape sh{8, 2, 64, 16, 300, 2, 2.f};
   Cache cache(rng, sh.n_kv, sh.hd, sh.bs, sh.n_ctx, sh.k_sigma);
-  auto q = testing::RandomFloats(rng, int64_t{sh.n_q} * sh.n_heads * sh.hd, 1.f);
-  std::vector<int32_t> pos(static_cast<size_t>(sh.n_q));
-  for (int t = 0; t < sh.n_q; ++t) pos[static_cast<size_t>(t)] = sh.n_ctx - 1 - t;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+  const Queries qs(rng, sh);
+  const auto& [q, pos, scale] = qs;
   const int64_t rows = static_cast<int64_t>(cache.k.size()) / sh.hd;
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
     const size_t rb = KvRowBytes(type, sh.hd);
@@ -132,10 +150,7 @@ TEST(AttentionSparse, QuantizedCacheMatchesReferenceOnEveryIsa) {
     kv.k_type = kv.v_type = type;
     for (float threshold : {0.f, 2e-3f}) {
       const AttentionSparsity sp{threshold, false, 0.f, nullptr};
-      std::vector<float> want(q.size());
-      AttentionSparseCounts want_n;
-      ref::AttentionSparseNaive(q.data(), sh.n_q, pos.data(), sh.n_heads, sh.n_kv, sh.hd, scale, kv, sp,
-                                want.data(), &want_n, nullptr);
+      const auto [want, want_n] = RunReference(qs, sh, kv, sp);
       for (Isa isa : testing::TestIsas()) {
         ASSERT_TRUE(isa_guard.Set(isa));
         SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " T=" + std::to_string(threshold));
