@@ -14,8 +14,8 @@ namespace ferry {
 
 StatusOr<DType> ParseKvCacheType(std::string_view name, std::string_view flag) {
   if (name.find(',') != std::string_view::npos)
-    return InvalidArgumentError("{} '{}': one type here (a comma-separated list is for ferry bench)", flag,
-                                name);
+    return InvalidArgumentError(
+        "{} '{}': one type here (a comma-separated list is for the model bench, ferry bench -m)", flag, name);
   std::optional<DType> t = DTypeFromName(name);
   if (!t || !kernels::IsKvType(*t))
     return InvalidArgumentError("{} '{}': expected one of f32, f16, bf16, q8_0, q4_0", flag, name);

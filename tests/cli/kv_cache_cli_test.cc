@@ -81,12 +81,15 @@ TEST(KvCacheCli, BenchRunsEachTypeOfAList) {
   testing::CliResult empty = Ferry(bench + "--kv-cache-dtype f32,,q8_0");
   EXPECT_NE(empty.code, 0);
   EXPECT_NE(empty.err.find("an empty item"), std::string::npos) << empty.err;
+  testing::CliResult both = Ferry(bench + "--kv-cache-dtype f32,q8_0 --cache-type-k f16");
+  EXPECT_NE(both.code, 0);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
   testing::CliResult bad = Ferry(bench + "--cache-type-v f32,q5_0");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("--cache-type-v 'q5_0'"), std::string::npos) << bad.err;
   testing::CliResult run = Ferry("run -m " + model + " -p hi -n 2 --kv-cache-dtype f32,q8_0");
   EXPECT_NE(run.code, 0);
-  EXPECT_NE(run.err.find("a comma-separated list is for ferry bench"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("a comma-separated list is for the model bench"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -55,31 +55,22 @@ StatusOr<std::vector<KvCacheTypes>> KvCacheFlags::ToTypeList() const {
       at = comma + 1;
     }
   };
+  FERRY_ASSIGN_OR_RETURN(auto ds, split(dtype, "--kv-cache-dtype"));
+  FERRY_ASSIGN_OR_RETURN(auto ks, split(type_k, "--cache-type-k"));
+  FERRY_ASSIGN_OR_RETURN(auto vs, split(type_v, "--cache-type-v"));
+  // Every combination in the order given; "" where a flag is not given (ToTypes' default, or
+  // its error when --kv-cache-dtype comes with --cache-type-k/-v).
   std::vector<KvCacheTypes> out;
-  auto add_each = [&](const std::vector<std::string>& ks, const std::vector<std::string>& vs,
-                      bool pairs) -> Status {
-    for (size_t i = 0; i < ks.size(); ++i)
-      for (size_t j = 0; j < (pairs ? 1 : vs.size()); ++j) {
+  for (const std::string& d : ds)
+    for (const std::string& k : ks)
+      for (const std::string& v : vs) {
         KvCacheFlags one = *this;
-        one.dtype = pairs ? ks[i] : "";
-        one.type_k = pairs ? "" : ks[i];
-        one.type_v = pairs ? "" : vs[j];
+        one.dtype = d;
+        one.type_k = k;
+        one.type_v = v;
         FERRY_ASSIGN_OR_RETURN(KvCacheTypes t, one.ToTypes());
         out.push_back(t);
       }
-    return Status::Ok();
-  };
-  if (!dtype.empty()) {
-    if (!type_k.empty() || !type_v.empty())
-      return InvalidArgumentError(
-          "--kv-cache-dtype sets both K and V: give it or --cache-type-k/-v, not both");
-    FERRY_ASSIGN_OR_RETURN(auto types, split(dtype, "--kv-cache-dtype"));
-    FERRY_RETURN_IF_ERROR(add_each(types, {}, /*pairs=*/true));
-  } else {  // "" (a flag not given): the default, f16
-    FERRY_ASSIGN_OR_RETURN(auto ks, split(type_k, "--cache-type-k"));
-    FERRY_ASSIGN_OR_RETURN(auto vs, split(type_v, "--cache-type-v"));
-    FERRY_RETURN_IF_ERROR(add_each(ks, vs, /*pairs=*/false));
-  }
   return out;
 }
 
