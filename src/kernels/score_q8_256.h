@@ -22,7 +22,8 @@ inline __m128i Hsum4I32(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
 }
 
-// 8 partial int32 sums of the 32 products k[i] * q[i] (k: signed bytes, q: signed bytes).
+// 8 partial int32 sums of the 32 products k[i] * q[i] (k, q: signed bytes; q is never -128, the
+// query quantizer's |q| <= 127, so sign(q, k) cannot overflow).
 inline __m256i DotI8x32(__m256i k, __m256i q) {
   const __m256i prod16 = _mm256_maddubs_epi16(_mm256_sign_epi8(k, k), _mm256_sign_epi8(q, k));
   return _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
