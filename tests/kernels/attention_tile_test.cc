@@ -45,12 +45,6 @@ Rows RandomRows(std::mt19937& rng, DType type, int n, int head_dim, int pad) {
   return r;
 }
 
-// Value d of a query row in q8_0 form (dispatch.h PrepareAttnQuery): fp16 scale x quant.
-float QueryQ8Value(const void* q, int d) {
-  const auto* b = static_cast<const block_q8_0*>(q) + d / 32;
-  return Fp16ToFp32(b->d) * static_cast<float>(b->qs[d % 32]);
-}
-
 // Head dims each type can store: q8_0/q4_0 whole blocks of 32; the others any (ragged tails).
 std::vector<int> HeadDims(DType type) {
   if (Traits(type).block_size == 32) return {32, 64, 96, 128, 576};  // 576: MLA's K rows
@@ -73,7 +67,7 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
           const std::vector<float> qd = testing::RandomFloats(rng, static_cast<int64_t>(nr) * (hd + 3));
           const Rows k = RandomRows(rng, type, nk, hd, 6), v = RandomRows(rng, type, nk, hd, 10);
           // The query rows in the K type's form, and the values its scores multiply: the f32
-          // row, or for q8_0 / q4_0 K the row rounded to q8_0 (read back here from its blocks).
+          // row, or for q8_0 / q4_0 K the row rounded to q8_0 (ref::QueryAsRead).
           const size_t qb = internal::AttnQueryBytes(type, hd);
           std::vector<std::byte> qf(nr * qb);
           std::vector<const void*> qp(nr);
@@ -81,9 +75,8 @@ TEST(AttentionMicroKernels, MatchScalarTruthAndRowsAreIndependentForEveryKvType)
           for (int r = 0; r < nr; ++r) {
             const float* x = qd.data() + static_cast<int64_t>(r) * (hd + 3);
             qp[r] = internal::PrepareAttnQuery(scalar, type, x, hd, qf.data() + r * qb);
-            for (int d = 0; d < hd; ++d)
-              qv[static_cast<size_t>(r) * hd + d] =
-                  internal::AttnQueryIsQ8(type) ? QueryQ8Value(qp[r], d) : x[d];
+            const std::vector<float> read = ref::QueryAsRead(type, x, hd);
+            std::copy(read.begin(), read.end(), qv.begin() + static_cast<int64_t>(r) * hd);
           }
           // Scores: all rows at once, each row alone, and the scalar truth.
           std::vector<float> s(static_cast<size_t>(nr) * ld, -1.f), s1(s.size(), -1.f), want(s.size(), -1.f);
@@ -409,13 +402,7 @@ TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
     for (int t = 0; t < s.n_q; ++t)
       for (int h = 0; h < s.n_heads; ++h) {
         const float* qv = q.data() + (static_cast<int64_t>(t) * s.n_heads + h) * hd;
-        std::vector<float> qr(qv, qv + hd);  // the query the scores read
-        if (internal::AttnQueryIsQ8(type)) {
-          std::vector<std::byte> form(internal::AttnQueryBytes(type, hd));
-          const void* f =
-              internal::PrepareAttnQuery(internal::TableFor(Isa::kScalar), type, qv, hd, form.data());
-          for (int d = 0; d < hd; ++d) qr[d] = QueryQ8Value(f, d);
-        }
+        const std::vector<float> qr = ref::QueryAsRead(type, qv, hd);  // the query the scores read
         double D = 0, ev = 0, vmax = 0;
         for (int p = 0; p <= pos[t]; ++p) {
           const int64_t row =

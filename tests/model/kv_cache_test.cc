@@ -14,11 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/fp16.h"
 #include "formats/weight_source.h"
-#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/ref/ref.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
 #include "synthetic/synthetic_model.h"
@@ -272,15 +270,11 @@ TEST(KvCacheTypes, ViewCarriesTheStoredTypes) {
     const kernels::KvBlocks f32{k32.data(), v32.data(), &table, kPos};
     const std::vector<float> q = Row(2 * kKvHeads * kHd, 7);  // 2 query heads per KV head
     const int32_t pos = kPos - 1;
-    std::vector<float> got(q.size()), want(q.size()), q_read = q;
-    if (kernels::internal::AttnQueryIsQ8(types.k))
-      for (size_t h = 0; h < q.size() / kHd; ++h) {
-        std::vector<std::byte> form(kernels::internal::AttnQueryBytes(types.k, kHd));
-        const auto* b = static_cast<const kernels::block_q8_0*>(kernels::internal::PrepareAttnQuery(
-            kernels::internal::Table(), types.k, q.data() + h * kHd, kHd, form.data()));
-        for (int32_t d = 0; d < kHd; ++d)
-          q_read[h * kHd + d] = Fp16ToFp32(b[d / 32].d) * static_cast<float>(b[d / 32].qs[d % 32]);
-      }
+    std::vector<float> got(q.size()), want(q.size()), q_read;  // q_read: each head as the scores read it
+    for (size_t h = 0; h < q.size() / kHd; ++h) {
+      const std::vector<float> head = kernels::ref::QueryAsRead(types.k, q.data() + h * kHd, kHd);
+      q_read.insert(q_read.end(), head.begin(), head.end());
+    }
     kernels::Attention(q.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, view, got.data(), nullptr);
     kernels::Attention(q_read.data(), 1, &pos, 2 * kKvHeads, kKvHeads, kHd, 0.125f, f32, want.data(),
                        nullptr);
