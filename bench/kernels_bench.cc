@@ -38,18 +38,29 @@ std::vector<uint8_t> MakeWeights(DType t, int64_t n_out, int64_t n_in) {
   return w;
 }
 
-// Times `matmul(x [n_tok, n_in], y [n_tok, n_out], pool)` on Gaussian activations; reports
-// weight bytes/s (weight_bytes per call) and tokens/s.
+// Copies of a streamed weight matrix of `bytes` that together exceed any last-level cache
+// (256 MiB; a Zen 4 / Zen 5 CCD has 32 MiB of L3, which one 16384 x 2048 q4_0 matrix fits), so
+// the calls read DRAM as a model's decode does. 1 for an L2-resident (hot) matrix.
+int StreamCopies(size_t bytes, bool streamed) {
+  constexpr size_t kStreamBytes = size_t{256} << 20;
+  return streamed ? static_cast<int>(std::max<size_t>(1, (kStreamBytes + bytes - 1) / bytes)) : 1;
+}
+
+// Times `matmul(copy, x [n_tok, n_in], y [n_tok, n_out], pool)` on Gaussian activations, copy
+// cycling through 0..copies-1 (StreamCopies); reports weight bytes/s (weight_bytes per call) and
+// tokens/s.
 template <typename MatMulFn>
 void TimeMatMul(benchmark::State& state, int64_t n_out, int64_t n_in, int64_t n_tok, int threads,
-                size_t weight_bytes, const MatMulFn& matmul) {
+                size_t weight_bytes, int copies, const MatMulFn& matmul) {
   std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
   std::mt19937 rng(2);
   std::normal_distribution<float> d(0.f, 1.f);
   for (auto& v : x) v = d(rng);
   ThreadPool pool(threads);
+  int copy = 0;
   for (auto _ : state) {
-    matmul(x.data(), y.data(), threads > 1 ? &pool : nullptr);
+    matmul(copy, x.data(), y.data(), threads > 1 ? &pool : nullptr);
+    copy = copy + 1 == copies ? 0 : copy + 1;
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
@@ -57,9 +68,10 @@ void TimeMatMul(benchmark::State& state, int64_t n_out, int64_t n_in, int64_t n_
       benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
 }
 
-// args: dtype, isa, n_tok, threads[, n_out[, packed]]. The default 16384 x 2048 weights exceed
-// L3 so decode streams from DRAM; a small n_out (L2-resident) measures pure compute. packed = 1
-// runs MatMulPacked on the weights repacked as the model holds them (huge pages).
+// args: dtype, isa, n_tok, threads[, n_out[, packed]]. The default 16384 x 2048 weights, in
+// copies past any L3 (StreamCopies), stream from DRAM as decode does; a small n_out
+// (L2-resident) measures pure compute. packed = 1 runs MatMulPacked on the weights repacked as
+// the model holds them (huge pages).
 void BM_MatMul(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const auto isa = static_cast<Isa>(state.range(1));
@@ -71,18 +83,24 @@ void BM_MatMul(benchmark::State& state) {
   }
   const int64_t n_out = state.range(4) ? state.range(4) : 16384, n_in = 2048;
   const bool packed = state.range(5) != 0;
-  auto w = MakeWeights(t, n_out, n_in);
+  const std::vector<uint8_t> w = MakeWeights(t, n_out, n_in);
+  const int copies = StreamCopies(w.size(), state.range(4) == 0);
   if (packed) {
-    AlignedBuffer pw(PackedBytes(t, n_out, n_in));
-    PackWeights(t, w.data(), n_out, n_in, pw.data(), nullptr);
-    TimeMatMul(state, n_out, n_in, n_tok, threads, pw.size(),
-               [&](const float* x, float* y, ThreadPool* pool) {
-                 MatMulPacked(pw.data(), t, n_out, n_in, x, n_tok, y, pool);
+    std::vector<AlignedBuffer> pw;
+    for (int c = 0; c < copies; ++c) {
+      pw.emplace_back(PackedBytes(t, n_out, n_in));
+      PackWeights(t, w.data(), n_out, n_in, pw.back().data(), nullptr);
+    }
+    TimeMatMul(state, n_out, n_in, n_tok, threads, pw[0].size(), copies,
+               [&](int c, const float* x, float* y, ThreadPool* pool) {
+                 MatMulPacked(pw[static_cast<size_t>(c)].data(), t, n_out, n_in, x, n_tok, y, pool);
                });
   } else {
-    TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), [&](const float* x, float* y, ThreadPool* pool) {
-      MatMul(w.data(), t, n_out, n_in, x, n_tok, y, pool);
-    });
+    const std::vector<std::vector<uint8_t>> ws(static_cast<size_t>(copies), w);
+    TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), copies,
+               [&](int c, const float* x, float* y, ThreadPool* pool) {
+                 MatMul(ws[static_cast<size_t>(c)].data(), t, n_out, n_in, x, n_tok, y, pool);
+               });
   }
   state.SetLabel(std::string(DTypeName(t)) + (packed ? "/packed/" : "/") + IsaName(isa));
   ForceIsa(BestSupportedIsa());
@@ -303,7 +321,7 @@ BENCHMARK(BM_AttnSoftmax)
     ->Arg(static_cast<int64_t>(Isa::kAvx512));
 
 // W8A8 MatMul (int8 weights, per-token dynamic int8 activations): args isa, n_tok, threads;
-// 16384 x 2048 int8 weights (32 MiB, beyond L3).
+// 16384 x 2048 int8 weights (32 MiB), in copies past any L3 (StreamCopies).
 void BM_MatMulW8A8(benchmark::State& state) {
   const auto isa = static_cast<Isa>(state.range(0));
   const int64_t n_tok = state.range(1), n_out = 16384, n_in = 2048;
@@ -316,9 +334,12 @@ void BM_MatMulW8A8(benchmark::State& state) {
   std::vector<int8_t> w(static_cast<size_t>(n_out * n_in));
   for (auto& b : w) b = static_cast<int8_t>(rng());
   std::vector<float> ws(n_out, 0.01f);
-  TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), [&](const float* x, float* y, ThreadPool* pool) {
-    MatMulW8A8(w.data(), ws.data(), n_out, n_in, x, n_tok, 0.f, y, pool);
-  });
+  const int copies = StreamCopies(w.size(), true);
+  const std::vector<std::vector<int8_t>> wc(static_cast<size_t>(copies), w);
+  TimeMatMul(state, n_out, n_in, n_tok, threads, w.size(), copies,
+             [&](int c, const float* x, float* y, ThreadPool* pool) {
+               MatMulW8A8(wc[static_cast<size_t>(c)].data(), ws.data(), n_out, n_in, x, n_tok, 0.f, y, pool);
+             });
   state.SetLabel(IsaName(isa));
   ForceIsa(BestSupportedIsa());
 }

@@ -92,5 +92,30 @@ TEST(KvCacheCli, BenchRunsEachTypeOfAList) {
   EXPECT_NE(run.err.find("a comma-separated list is for the model bench"), std::string::npos) << run.err;
 }
 
+// The decode test starts at the context depth, as llama-bench's tg test does, not after the
+// prompt test: its bytes per token (weights plus the K/V of the positions it reads) do not
+// depend on -p, and with -d they count the depth alone. A --kv-policy cache, which evicted part
+// of the context during the prompt test, gets the context again first instead of failing on
+// the rewind.
+TEST(KvCacheCli, BenchDecodesFromTheDepthAsLlamaBench) {
+  const std::string model = testing::TempDir() + "/kv-cli-depth-tiny-hd64.gguf";
+  ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
+  const std::string bench = "bench -m " + model + " -n 4 -r 1 --bw-mib 16 -t 1 --json --kv-cache-dtype f32 ";
+  auto bytes = [&](const std::string& args) {
+    testing::CliResult r = Ferry(bench + args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    if (r.code != 0) return 0.0;
+    return nlohmann::json::parse(r.out.substr(0, r.out.find('\n')))["bytes_per_decode_token"].get<double>();
+  };
+  const double no_prompt = bytes("-p 0"), prompt = bytes("-p 64");
+  EXPECT_GT(no_prompt, 0);
+  EXPECT_EQ(prompt, no_prompt);
+  const double deep = bytes("-p 0 -d 32"), deep_prompt = bytes("-p 64 -d 32");
+  EXPECT_GT(deep, no_prompt);
+  EXPECT_EQ(deep_prompt, deep);
+  testing::CliResult budget = Ferry(bench + "-p 64 -d 48 --kv-policy sink --kv-budget 32");
+  EXPECT_EQ(budget.code, 0) << budget.err;
+}
+
 }  // namespace
 }  // namespace ferry

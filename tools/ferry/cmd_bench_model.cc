@@ -181,7 +181,7 @@ int RunModelBench(const BenchOpts& o) {
   for (const KvCacheTypes& types : *kv_list) par->PrintRankMemory(*lm->model, types);
   Model& m = *lm->model;
   const ModelConfig& c = m.config();
-  const int ctx = std::max(1, o.depth + o.n_prompt + o.n_gen);
+  const int ctx = std::max(1, o.depth + std::max(o.n_prompt, o.n_gen));  // each test starts at depth D
   SparsityStats stats;
   ForwardScratch scratch;
   ForwardOptions fo;
@@ -239,9 +239,15 @@ int RunModelBench(const BenchOpts& o) {
         run.pp.push_back(o.n_prompt / *s);
       }
       if (o.n_gen > 0) {
+        // As llama-bench's tg test: decode from the context depth, not after the prompt test.
+        // The context again first (untimed): a --kv-policy cache may have evicted part of it.
+        if (o.depth > 0 && o.n_prompt > 0) {
+          auto s = Prefill(m, kv, context, o.n_batch, logits, pool, fo);
+          if (!s.ok()) return par->Fail(s.status());
+        }
         const double comm0 = par->comm_seconds();
         fo.logits_gathered_bytes = &decode_gathered;
-        auto s = Decode(m, kv, gen, o.depth + o.n_prompt, logits, pool, fo, o.logits_top_k);
+        auto s = Decode(m, kv, gen, o.depth, logits, pool, fo, o.logits_top_k);
         fo.logits_gathered_bytes = nullptr;
         if (!s.ok()) return par->Fail(s.status());
         run.tg.push_back(o.n_gen / *s);
@@ -252,8 +258,8 @@ int RunModelBench(const BenchOpts& o) {
   }
   const double bw = kernels::MeasureReadBandwidth(static_cast<size_t>(o.bw_mib) << 20, 3, &pool);
   // Per KV type: bytes per decoded token (all weights once, plus K and V in their cache types
-  // of every earlier position in every layer, averaged over the decoded positions D+P ..
-  // D+P+N-1, each reading pos+1 slots), the rates and the decode efficiency.
+  // of every earlier position in every layer, averaged over the decoded positions D .. D+N-1,
+  // each reading pos+1 slots), the rates and the decode efficiency.
   struct Figures {
     double kv_bytes, tok_bytes, eff;
     MeanSd pp, tg;
@@ -262,7 +268,7 @@ int RunModelBench(const BenchOpts& o) {
     Figures f;
     const double kv_row = static_cast<double>(c.n_layers) *
                           static_cast<double>(KvStorage::SlotBytes(c.n_kv_heads, c.head_dim, run.types));
-    f.kv_bytes = o.n_gen > 0 ? kv_row * (o.depth + o.n_prompt + (o.n_gen + 1) / 2.0) : 0.0;
+    f.kv_bytes = o.n_gen > 0 ? kv_row * (o.depth + (o.n_gen + 1) / 2.0) : 0.0;
     f.tok_bytes = static_cast<double>(m.WeightBytes()) + f.kv_bytes;
     f.pp = Stats(run.pp);
     f.tg = Stats(run.tg);
