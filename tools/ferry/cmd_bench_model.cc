@@ -239,9 +239,10 @@ int RunModelBench(const BenchOpts& o) {
         run.pp.push_back(o.n_prompt / *s);
       }
       if (o.n_gen > 0) {
-        // As llama-bench's tg test: decode from the context depth, not after the prompt test.
-        // The context again first (untimed): a --kv-policy cache may have evicted part of it.
-        if (o.depth > 0 && o.n_prompt > 0) {
+        // As llama-bench's tg test: decode from the context depth, not after the prompt test
+        // (whose rows past the depth are overwritten before any query reads them). A --kv-policy
+        // cache may have evicted part of the context meanwhile: it gets it again (untimed).
+        if (o.depth > 0 && o.n_prompt > 0 && m.sparsity().UsesKvBudget()) {
           auto s = Prefill(m, kv, context, o.n_batch, logits, pool, fo);
           if (!s.ok()) return par->Fail(s.status());
         }
