@@ -12,9 +12,9 @@
 // only the float scaling rounds.
 //
 // Layout per group of 8 rows and per block b of 32 inputs (144 bytes, one stream, as packed
-// q4_0): d [8] fp16 | w [2][64] u8. In w[h] (h: groups 4h..4h+3 of the block), lane l (group
-// g = 4h + l), byte 2r + j (row r, j in {0, 1}): low nibble = idx of plane j, high nibble =
-// idx of plane 2 + j, for row r and group g.
+// q4_0 was before its units held two blocks): d [8] fp16 | w [2][64] u8. In w[h] (h: groups 4h..4h+3 of the
+// block), lane l (group g = 4h + l), byte 2r + j (row r, j in {0, 1}): low nibble = idx of plane j, high
+// nibble = idx of plane 2 + j, for row r and group g.
 #pragma once
 
 #include <immintrin.h>

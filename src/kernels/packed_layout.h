@@ -29,16 +29,20 @@ inline constexpr int64_t kInt4Group = 128;  // the group of DType::kI4G128
 static_assert(Int4GroupBytes(kInt4Group) == 68, "int4_g128 group bytes (dtype.cc table)");
 
 // Packed layout of one group of 8 rows, [n_in] each, nb = n_in / 32 blocks, ng = n_in / G
-// units (G = 32 but for int4). A unit is a header with the 8 rows' scales followed by the
-// quants of its blocks, so a row group is one sequential stream: decode is memory-bound, and a
-// second stream (the scales as a plane of their own, as this layout had before) cut a core's
-// read rate from DRAM by half or more on AMD Zen 4 (docs/benchmarks.md).
-//   q4_0:  unit = block: d [8] fp16 | qs [4][32] u8                      = 144 bytes
-//   q8_0:  unit = block: d [8] fp16 | qs [8][32] i8                      = 272 bytes
-//   mxfp4: unit = block: e [8] u8 (e8m0) | qs [4][32] u8                 = 136 bytes
+// scale groups (G = 32 but for int4). A unit is a header with the 8 rows' scales of U
+// consecutive groups followed by the quants of those groups' blocks, so a row group is one
+// sequential stream: decode is memory-bound, and a second stream (the scales as a plane of their
+// own, as this layout had before) cut a core's read rate from DRAM by half or more on AMD Zen 4
+// (docs/benchmarks.md). U makes every unit a whole number of 32-byte words, so no 32-byte weight
+// load crosses a cache line; with one group per unit (144-byte q4_0 units, 24-byte int4
+// headers) a quarter to a half of them did, which cost 4-bit prefill 8-12% on AMD Zen 3.
+//   q4_0:  U = 2: d [2][8] fp16 | qs [2][4][32] u8                        = 288 bytes
+//   q8_0:  U = 2: d [2][8] fp16 | qs [2][8][32] i8                        = 544 bytes
+//   mxfp4: U = 4: e [4][8] u8 (e8m0) | qs [4][4][32] u8                   = 544 bytes
 //          (the nibbles are e2m1 codes, looked up in kMxfp4Values: MXFP4's own bytes, reordered)
-//   int4:  unit = group: d [8] fp16 | z [8] u8 | qs [G/32][4][32] u8      = 24 + 4 G bytes
-//          (a ragged last group has fewer blocks)
+//   int4:  U = 4: d [4][8] fp16 | z [4][8] u8 | qs [4][G/32][4][32] u8    = 96 + 16 G bytes
+// d [i][r] is row r's scale of the unit's group i. A row's last unit may hold fewer groups (and
+// a ragged int4 group fewer blocks): its header keeps its size, the unused scales are zero.
 // 4-bit: byte 4r + k of load j (j < 4) of block b = row r's original qs[4j + k] of that block,
 // i.e. low nibble = element 4j + k, high nibble = element 16 + 4j + k. So `x & 0x0F` gives
 // elements 4j..4j+3 of all 8 rows and `(x >> 4) & 0x0F` elements 16+4j..16+4j+3.
@@ -75,16 +79,25 @@ static_assert(kK6PackedSbBytes == 8 * sizeof(block_q6_K), "packed q6_K: the q6_K
 // The 4-bit formats the packed micro-kernels' Tile4 reads (one body, three ways to read a nibble):
 // q4_0 (fp16 d per block, z = 8), Ferry int4 (fp16 d and u8 z per group), MXFP4 (e8m0 per block;
 // a code looks up kMxfp4Values + 12 in [0, 24], and 12 * s comes off as q4_0's 8 * s does).
+// q8_0's header is q4_0's.
 enum class FourBit { kQ4_0, kInt4, kMxfp4 };
-// A unit header's parts (layout above): d [8] fp16 (q4_0, q8_0, int4), then int4's z [8] u8;
-// mxfp4's header is e [8] u8 alone.
-inline constexpr size_t kUnitDBytes = 2 * kPackRows;
-inline constexpr size_t kInt4ZOffset = kUnitDBytes;
-inline constexpr size_t UnitHeaderBytes(FourBit k) {
-  return k == FourBit::kInt4 ? kInt4ZOffset + kPackRows : k == FourBit::kMxfp4 ? kPackRows : kUnitDBytes;
+// A unit's header (layout above): U groups' scales, d [U][8] fp16 or e [U][8] u8, then int4's
+// z [U][8] u8; every header (and so every unit) is a whole number of 32-byte words.
+inline constexpr int64_t UnitGroups(FourBit k) {
+  return k == FourBit::kQ4_0 ? 2 : 4;
 }
-inline constexpr size_t kQ8_0UnitBytes = kUnitDBytes + 8 * 32;  // d [8] fp16 | qs [8][32] i8
-static_assert(UnitHeaderBytes(FourBit::kInt4) == 24 && kQ8_0UnitBytes == 272, "the layout above");
+inline constexpr size_t GroupScaleBytes(FourBit k) {
+  return k == FourBit::kMxfp4 ? kPackRows : 2 * kPackRows;
+}
+inline constexpr size_t UnitZOffset(FourBit k) {
+  return UnitGroups(k) * GroupScaleBytes(k);
+}
+inline constexpr size_t UnitHeaderBytes(FourBit k) {
+  return UnitZOffset(k) + (k == FourBit::kInt4 ? UnitGroups(k) * kPackRows : 0);
+}
+static_assert(UnitHeaderBytes(FourBit::kQ4_0) == 32 && UnitHeaderBytes(FourBit::kMxfp4) == 32 &&
+                  UnitHeaderBytes(FourBit::kInt4) == 96,
+              "the layout above: headers of whole 32-byte words");
 
 struct PackedShape {
   DType type;
@@ -102,14 +115,27 @@ struct PackedShape {
   bool is_mxfp4() const { return type == DType::kMXFP4; }
   // q4_0 / q8_0 / mxfp4 / int4 units (layout above); q4_K / q6_K keep each super-block's
   // quants and scales together instead (these are unused for them).
-  size_t HeaderBytes() const {
-    return UnitHeaderBytes(is_int4() ? FourBit::kInt4 : is_mxfp4() ? FourBit::kMxfp4 : FourBit::kQ4_0);
+  FourBit HeaderKind() const {
+    return is_int4() ? FourBit::kInt4 : is_mxfp4() ? FourBit::kMxfp4 : FourBit::kQ4_0;
   }
+  size_t HeaderBytes() const { return UnitHeaderBytes(HeaderKind()); }
   size_t BlockQsBytes() const { return type == DType::kQ8_0 ? 256 : 128; }
-  int64_t BlocksPerUnit() const { return group / 32; }
+  int64_t GroupsPerUnit() const { return UnitGroups(HeaderKind()); }
+  int64_t BlocksPerGroup() const { return group / 32; }
+  int64_t BlocksPerUnit() const { return GroupsPerUnit() * BlocksPerGroup(); }
+  int64_t n_units() const { return (ng() + GroupsPerUnit() - 1) / GroupsPerUnit(); }
   size_t UnitBytes() const { return HeaderBytes() + static_cast<size_t>(BlocksPerUnit()) * BlockQsBytes(); }
-  // Byte offsets within a row group: unit u's header, block b's quants.
+  // Byte offsets within a row group: unit u; group g's 8 scales and (int4) 8 zero points;
+  // block b's quants.
   size_t UnitAt(int64_t u) const { return static_cast<size_t>(u) * UnitBytes(); }
+  size_t ScalesAt(int64_t g) const {
+    return UnitAt(g / GroupsPerUnit()) +
+           static_cast<size_t>(g % GroupsPerUnit()) * GroupScaleBytes(HeaderKind());
+  }
+  size_t ZAt(int64_t g) const {
+    return UnitAt(g / GroupsPerUnit()) + UnitZOffset(HeaderKind()) +
+           static_cast<size_t>(g % GroupsPerUnit()) * kPackRows;
+  }
   size_t QsAt(int64_t b) const {
     const int64_t bpu = BlocksPerUnit();
     return UnitAt(b / bpu) + HeaderBytes() + static_cast<size_t>(b % bpu) * BlockQsBytes();
@@ -117,7 +143,7 @@ struct PackedShape {
   size_t RowGroupBytes() const {
     if (is_q4_k()) return static_cast<size_t>(nsb()) * kK4PackedSbBytes;
     if (is_q6_k()) return static_cast<size_t>(nsb()) * kK6PackedSbBytes;
-    return static_cast<size_t>(ng()) * HeaderBytes() + static_cast<size_t>(nb()) * BlockQsBytes();
+    return static_cast<size_t>(n_units()) * HeaderBytes() + static_cast<size_t>(nb()) * BlockQsBytes();
   }
   size_t TotalBytes() const { return RowGroupBytes() * static_cast<size_t>(n_groups()); }
   // Bytes of one row in the stored (unpacked) format.

@@ -139,28 +139,28 @@ void MoveRow(const PackedShape& sh, uint8_t* grp, int64_t r, uint8_t* row) {
   } else if (sh.type == DType::kQ4_0) {
     auto* blocks = reinterpret_cast<block_q4_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      mv(grp + sh.UnitAt(b) + 2 * r, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
+      mv(grp + sh.ScalesAt(b) + 2 * r, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
       mv4(b, blocks[b].qs);
     }
   } else if (sh.is_mxfp4()) {  // q4_0's nibble moves; the e8m0 byte into the header
     auto* blocks = reinterpret_cast<block_mxfp4*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      mv(grp + sh.UnitAt(b) + r, &blocks[b].e, 1);
+      mv(grp + sh.ScalesAt(b) + r, &blocks[b].e, 1);
       mv4(b, blocks[b].qs);
     }
   } else if (sh.type == DType::kQ8_0) {
     auto* blocks = reinterpret_cast<block_q8_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      mv(grp + sh.UnitAt(b) + 2 * r, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
+      mv(grp + sh.ScalesAt(b) + 2 * r, reinterpret_cast<uint8_t*>(&blocks[b].d), 2);
       for (int s = 0; s < 8; ++s)
         mv(grp + sh.QsAt(b) + s * 32 + 4 * r, reinterpret_cast<uint8_t*>(blocks[b].qs) + 4 * s, 4);
     }
-  } else {  // int4: fp16 d | u8 z | u8 0 | qs[G/2] per group -> the unit's d [8] | z [8] | blocks
-    const int64_t bpg = sh.BlocksPerUnit(), gb = static_cast<int64_t>(Int4GroupBytes(sh.group));
+  } else {  // int4: fp16 d | u8 z | u8 0 | qs[G/2] per group -> its unit's d [i][8] | z [i][8] | blocks
+    const int64_t bpg = sh.BlocksPerGroup(), gb = static_cast<int64_t>(Int4GroupBytes(sh.group));
     for (int64_t g = 0; g < sh.ng(); ++g) {
       uint8_t* src = row + g * gb;
-      mv(grp + sh.UnitAt(g) + 2 * r, src, 2);
-      mv(grp + sh.UnitAt(g) + kInt4ZOffset + r, src + 2, 1);
+      mv(grp + sh.ScalesAt(g) + 2 * r, src, 2);
+      mv(grp + sh.ZAt(g) + r, src + 2, 1);
       if (!kToPacked) src[3] = 0;
       const int64_t blocks = std::min(bpg, nb - g * bpg);  // fewer in a ragged last group
       for (int64_t k = 0; k < blocks; ++k) mv4(g * bpg + k, src + 4 + 16 * k);
@@ -197,13 +197,19 @@ void PackWeightsGroup(DType t, const void* w, int64_t n_out, int64_t n_in, int64
                       ThreadPool* pool) {
   const PackedShape sh = MakePackedShape(t, n_out, n_in, int4_group);
   const size_t row_bytes = sh.SrcRowBytes(), grp_bytes = sh.RowGroupBytes();
+  const bool partial_unit = !sh.is_q4_k() && !sh.is_q6_k() && sh.ng() % sh.GroupsPerUnit() != 0;
   auto* out = static_cast<uint8_t*>(dst);
   auto groups = [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       // A row's moves write every byte of its share of the group (q6_K's bit fields all of
       // theirs), so only a group with padding rows needs zeros first: a memset of every group
       // cost 3% of a gpt-oss-20b load.
-      if ((g + 1) * kPackRows > n_out) std::memset(out + g * grp_bytes, 0, grp_bytes);
+      // The last unit's unused header slots (ng not a multiple of its groups) are zeroed too.
+      if ((g + 1) * kPackRows > n_out) {
+        std::memset(out + g * grp_bytes, 0, grp_bytes);
+      } else if (partial_unit) {
+        std::memset(out + g * grp_bytes + sh.UnitAt(sh.n_units() - 1), 0, sh.HeaderBytes());
+      }
       for (int64_t r = 0; r < kPackRows && g * kPackRows + r < n_out; ++r) {
         // MoveRow<true> only reads the row; the cast serves the shared signature.
         auto* row = const_cast<uint8_t*>(static_cast<const uint8_t*>(w) + (g * kPackRows + r) * row_bytes);

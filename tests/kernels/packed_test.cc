@@ -138,10 +138,13 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
   }
   EXPECT_EQ(PackedBytes(DType::kQ4_0, 16, 64), 2u * 2 * 144);
   EXPECT_EQ(PackedBytes(DType::kQ8_0, 9, 64), 2u * 2 * 272);
-  EXPECT_EQ(PackedBytes(DType::kMXFP4, 9, 64), 2u * 2 * 136);  // 8 rows x 17 bytes: no overhead
+  // mxfp4 units hold 4 blocks: 2 blocks leave half the 32-byte header unused.
+  EXPECT_EQ(PackedBytes(DType::kMXFP4, 9, 64), 2u * (32 + 2 * 128));
+  EXPECT_EQ(PackedBytes(DType::kMXFP4, 9, 128), 2u * 4 * 8 * 17);  // whole units: no overhead
   EXPECT_TRUE(CanPack(DType::kMXFP4, 2880));
   EXPECT_FALSE(CanPack(DType::kMXFP4, 48));
-  EXPECT_EQ(PackedBytes(DType::kI4G128, 8, 256), 8u * 128 + 2 * 24);
+  EXPECT_EQ(PackedBytes(DType::kI4G128, 8, 256), 8u * 128 + 96);        // one unit of 4 groups' header
+  EXPECT_EQ(PackedBytes(DType::kI4G128, 8, 1024), 32u * 128 + 2 * 96);  // stored: 8 x 8 x 68 B
   EXPECT_EQ(PackedBytes(DType::kQ4_K, 9, 512), 2u * 2 * 1184);
   EXPECT_TRUE(CanPack(DType::kQ4_K, 256));
   EXPECT_FALSE(CanPack(DType::kQ4_K, 288));
@@ -153,11 +156,11 @@ TEST(Packed, PackUnpackRoundTripIsBitExact) {
   EXPECT_FALSE(CanPack(DType::kF16, 64));
 }
 
-// A row group is one stream: each unit's scales sit right before its quants (decode reads the
-// group front to back; packed_layout.h). Literal offsets, not PackedShape's helpers, so a change
-// of layout must show here: row r of group 1, block 1 of q4_0 (unit 144 B), q8_0 (272 B), mxfp4
-// (136 B) and int4_g64 (unit = group of 2 blocks: 24 + 256 B, block 1 at +24 + 128).
-TEST(Packed, ARowGroupIsOneStreamOfScalesThenQuants) {
+// A row group is one stream: each unit's scales sit right before its groups' quants (decode
+// reads the group front to back), and every unit is a whole number of 32-byte words so that no
+// weight load crosses a cache line (packed_layout.h). Literal offsets, not PackedShape's helpers,
+// so a change of layout must show here: row r of group 1, a block in a unit's second group.
+TEST(Packed, ARowGroupIsOneStreamOfAlignedUnits) {
   std::mt19937 rng(57);
   constexpr int64_t kIn = 256, kRow = 11, kG = 1, kR = kRow - 8 * kG;  // nb = 8
   for (const Case& c : kCases) {
@@ -166,29 +169,55 @@ TEST(Packed, ARowGroupIsOneStreamOfScalesThenQuants) {
     const Weights w = MakeWeights(rng, c, 16, kIn);
     const uint8_t* row = w.rows.data() + kRow * w.sh.SrcRowBytes();
     const uint8_t* grp = w.packed.data() + kG * w.sh.RowGroupBytes();
-    const uint8_t* d = nullptr;   // block 1's scale bytes in the stored row
-    const uint8_t* qs = nullptr;  // block 1's first 16 quant bytes (q8_0: 32) in the stored row
-    size_t unit = 0, hdr = 0, at_qs = 0, d_bytes = 2;
-    if (c.t == DType::kQ4_0) {
-      const auto& b = reinterpret_cast<const block_q4_0*>(row)[1];
-      d = reinterpret_cast<const uint8_t*>(&b.d), qs = b.qs, unit = 144, hdr = 2 * kR, at_qs = 144 + 16;
-    } else if (c.t == DType::kQ8_0) {
-      const auto& b = reinterpret_cast<const block_q8_0*>(row)[1];
+    const uint8_t* d = nullptr;   // the block's scale bytes in the stored row
+    const uint8_t* qs = nullptr;  // the block's first 16 quant bytes (q8_0: 32) in the stored row
+    size_t group_bytes = 0, at_d = 0, at_qs = 0, d_bytes = 2;
+    if (c.t == DType::kQ4_0) {  // units of 288 B = d [2][8] | 2 x 128; block 3 = unit 1, slot 1
+      const auto& b = reinterpret_cast<const block_q4_0*>(row)[3];
+      d = reinterpret_cast<const uint8_t*>(&b.d), qs = b.qs;
+      group_bytes = 4 * 288, at_d = 288 + 16 + 2 * kR, at_qs = 288 + 32 + 128;
+    } else if (c.t == DType::kQ8_0) {  // units of 544 B = d [2][8] | 2 x 256
+      const auto& b = reinterpret_cast<const block_q8_0*>(row)[3];
       d = reinterpret_cast<const uint8_t*>(&b.d), qs = reinterpret_cast<const uint8_t*>(b.qs);
-      unit = 272, hdr = 2 * kR, at_qs = 272 + 16;
-    } else if (c.t == DType::kMXFP4) {
-      const auto& b = reinterpret_cast<const block_mxfp4*>(row)[1];
-      d = &b.e, qs = b.qs, unit = 136, hdr = kR, at_qs = 136 + 8, d_bytes = 1;
-    } else {  // int4_g64: stored fp16 d | u8 z | 0 | 32 quant bytes per group; block 1 = bytes 20..35
-      d = row, qs = row + 4 + 16, unit = 0, hdr = 2 * kR, at_qs = 24 + 128;
-      EXPECT_EQ(grp[16 + kR], row[2]) << "z of row " << kRow << " right after the 8 d";
+      group_bytes = 4 * 544, at_d = 544 + 16 + 2 * kR, at_qs = 544 + 32 + 256;
+    } else if (c.t == DType::kMXFP4) {  // units of 544 B = e [4][8] | 4 x 128; block 5 = unit 1, slot 1
+      const auto& b = reinterpret_cast<const block_mxfp4*>(row)[5];
+      d = &b.e, qs = b.qs, d_bytes = 1;
+      group_bytes = 2 * 544, at_d = 544 + 8 + kR, at_qs = 544 + 32 + 128;
+    } else {  // int4_g64: one unit d [4][8] | z [4][8] | 8 x 128 B; stored fp16 d | u8 z | 0 | 32
+              // quant bytes per group. Block 3 = group 1's second block (stored bytes 36 + 20..35).
+      d = row + 36, qs = row + 36 + 4 + 16;
+      group_bytes = 96 + 8 * 128, at_d = 16 + 2 * kR, at_qs = 96 + 3 * 128;
+      EXPECT_EQ(grp[64 + 8 + kR], row[36 + 2]) << "z of row " << kRow << " after the unit's d";
     }
-    EXPECT_EQ(w.sh.RowGroupBytes(), c.t == DType::kI4G64 ? 4 * 280u : 8 * unit);
-    EXPECT_EQ(0, std::memcmp(grp + unit + hdr, d, d_bytes)) << "block 1's scale at its unit's start";
+    EXPECT_EQ(w.sh.RowGroupBytes(), group_bytes);
+    EXPECT_EQ(0, std::memcmp(grp + at_d, d, d_bytes)) << "the block's scale in its unit's header";
     const int loads = c.t == DType::kQ8_0 ? 8 : 4;
     for (int j = 0; j < loads; ++j)
       EXPECT_EQ(0, std::memcmp(grp + at_qs + 32 * j + 4 * kR, qs + 4 * j, 4)) << "load " << j;
+    EXPECT_EQ(group_bytes % 32, 0u);
+    EXPECT_EQ(at_qs % 32, 0u);
   }
+}
+
+// Every weight load of every unit type starts on a 32-byte word, whatever n_in (odd block
+// counts, ragged int4 groups, partial last units); q4_K's super-blocks too (q6_K's 1680-byte
+// super-blocks alternate between 0 and 16 mod 32).
+TEST(Packed, EveryWeightLoadIsAligned) {
+  for (const DType t :
+       {DType::kQ4_0, DType::kQ8_0, DType::kMXFP4, DType::kI4G32, DType::kI4G64, DType::kI4G128}) {
+    for (const int64_t n_in : {32, 96, 160, 224, 416, 2048, 5632, 100}) {
+      if (!CanPack(t, n_in)) continue;
+      SCOPED_TRACE(std::string(DTypeName(t)) + " n_in=" + std::to_string(n_in));
+      const internal::PackedShape sh = internal::MakePackedShape(t, 9, n_in, internal::kInt4Group);
+      EXPECT_EQ(sh.RowGroupBytes() % 32, 0u);
+      EXPECT_EQ(sh.UnitBytes() % 32, 0u);
+      for (int64_t b = 0; b < sh.nb(); ++b) ASSERT_EQ(sh.QsAt(b) % 32, 0u) << "block " << b;
+      // The stream is dense: the last block's quants end the row group.
+      EXPECT_EQ(sh.QsAt(sh.nb() - 1) + sh.BlockQsBytes(), sh.RowGroupBytes());
+    }
+  }
+  EXPECT_EQ(internal::MakePackedShape(DType::kQ4_K, 8, 512, 128).RowGroupBytes() % 32, 0u);
 }
 
 TEST(Packed, MatMulMatchesNaiveReference) {

@@ -112,34 +112,40 @@ inline void Store(float* y, __m512 v) {
 template <typename Ops, int NT, FourBit kKind, bool kTwo>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
-  constexpr size_t kHeader = internal::UnitHeaderBytes(kKind);
+  constexpr size_t kHeader = internal::UnitHeaderBytes(kKind), kScales = internal::GroupScaleBytes(kKind);
+  constexpr int64_t kGroups = internal::UnitGroups(kKind);
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
-  const int64_t bpu = sh.BlocksPerUnit();
+  const int64_t bpg = kInt4 ? sh.BlocksPerGroup() : 1;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i table =
       _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(internal::kMxfp4Biased)));
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  __m512 dw = _mm512_setzero_ps();
   __m512i zv = _mm512_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
-  const uint8_t* p = grp;  // group g's stream (group g + 1's is gs bytes on)
-  int64_t unit_end = 0;    // first block of the next unit
+  __m512 dw = _mm512_setzero_ps();
+  const uint8_t* p = grp;    // group g's stream (group g + 1's is gs bytes on)
+  const uint8_t* hdr = grp;  // the current unit's header
+  int64_t gi = kGroups;      // the current group's slot in it (kGroups: a unit starts next)
+  int64_t group_end = 0;     // first block of the next group
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* block_begin = p;
-    if (!kInt4 || b == unit_end) {
-      if (kMx) {
-        dw = LoadE8M0Half16<kTwo>(p, gs);
-      } else {
-        dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(p), gs);
+    if (!kInt4 || b == group_end) {
+      if (gi == kGroups) {
+        hdr = p;
+        PrefetchAhead<kTwo>(hdr, kHeader, gs);
+        p += kHeader;
+        gi = 0;
       }
-      if (kInt4) zv = LoadZ16<kTwo>(p + internal::kInt4ZOffset, gs);
-      p += kHeader;
-      unit_end += bpu;
+      const uint8_t* sc_at = hdr + gi * kScales;
+      dw = kMx ? LoadE8M0Half16<kTwo>(sc_at, gs)
+               : LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sc_at), gs);
+      if (kInt4) zv = LoadZ16<kTwo>(hdr + internal::UnitZOffset(kKind) + gi * kPackRows, gs);
+      ++gi;
+      group_end += bpg;
     }
     const uint8_t* wb = p;
     p += 128;
-    PrefetchAhead<kTwo>(block_begin, static_cast<size_t>(p - block_begin), gs);
+    PrefetchAhead<kTwo>(wb, 128, gs);
     __m512i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
@@ -175,15 +181,28 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
 // multiplies; Ops::kBias8 * s[t,b] is subtracted from the int32 sum.
 template <typename Ops, int NT, bool kTwo>
 void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
+  constexpr size_t kHeader = internal::UnitHeaderBytes(FourBit::kQ4_0),
+                   kScales = internal::GroupScaleBytes(FourBit::kQ4_0);
+  constexpr int64_t kGroups = internal::UnitGroups(FourBit::kQ4_0);
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const uint8_t* p = grp;    // units: d [2][8] fp16 | qs [2][8][32]
+  const uint8_t* hdr = grp;  // the current unit's header
+  int64_t gi = kGroups;      // the block's slot in it (kGroups: a unit starts next)
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* unit = grp + sh.UnitAt(b);  // d [8] fp16 | qs [8][32]
-    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(unit), gs);
-    const uint8_t* wb = unit + internal::kUnitDBytes;
-    PrefetchAhead<kTwo>(unit, internal::kQ8_0UnitBytes, gs);
+    if (gi == kGroups) {
+      hdr = p;
+      PrefetchAhead<kTwo>(hdr, kHeader, gs);
+      p += kHeader;
+      gi = 0;
+    }
+    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(hdr + gi * kScales), gs);
+    ++gi;
+    const uint8_t* wb = p;
+    p += 256;
+    PrefetchAhead<kTwo>(wb, 256, gs);
     __m512i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {

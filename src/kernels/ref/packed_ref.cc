@@ -87,15 +87,16 @@ void Group(const uint8_t* grp, const internal::PackedShape& sh, const internal::
            float* const* y, int y_off) {
   const int64_t nb = sh.nb();
   const bool q8 = sh.type == DType::kQ8_0, int4 = sh.is_int4(), mx = sh.is_mxfp4();
-  const int64_t bpu = sh.BlocksPerUnit();
+  const int64_t bpg = sh.BlocksPerGroup();
   for (int t = 0; t < nt; ++t) {
     for (int r = 0; r < internal::kPackRows; ++r) {
       float acc = 0.f;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* hdr = grp + sh.UnitAt(b / bpu);  // d [8] fp16 (| z [8] u8), or e [8] u8
+        const uint8_t* scales = grp + sh.ScalesAt(b / bpg);  // d [8] fp16, or e [8] u8
         const uint8_t* qb = grp + sh.QsAt(b);
-        const float dw = mx ? E8M0ToFp32Half(hdr[r]) : Fp16ToFp32(reinterpret_cast<const uint16_t*>(hdr)[r]);
-        const int z = int4 ? hdr[internal::kInt4ZOffset + r] : (q8 || mx ? 0 : 8);
+        const float dw =
+            mx ? E8M0ToFp32Half(scales[r]) : Fp16ToFp32(reinterpret_cast<const uint16_t*>(scales)[r]);
+        const int z = int4 ? grp[sh.ZAt(b / bpg) + r] : (q8 || mx ? 0 : 8);
         const int8_t* xq = act[t].qs + b * 32;
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) {
