@@ -68,10 +68,11 @@ void TimeMatMul(benchmark::State& state, int64_t n_out, int64_t n_in, int64_t n_
       benchmark::Counter(static_cast<double>(state.iterations() * n_tok), benchmark::Counter::kIsRate);
 }
 
-// args: dtype, isa, n_tok, threads[, n_out[, packed]]. The default 16384 x 2048 weights, in
-// copies past any L3 (StreamCopies), stream from DRAM as decode does; a small n_out
+// args: dtype, isa, n_tok, threads[, n_out[, packed[, shift]]]. The default 16384 x 2048 weights,
+// in copies past any L3 (StreamCopies), stream from DRAM as decode does; a small n_out
 // (L2-resident) measures pure compute. packed = 1 runs MatMulPacked on the weights repacked as
-// the model holds them (huge pages).
+// the model holds them (huge pages); shift moves the packed bytes that far off their 64-byte
+// alignment (16: every 32-byte weight load straddles 16 bytes, half of them a cache line).
 void BM_MatMul(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const auto isa = static_cast<Isa>(state.range(1));
@@ -83,17 +84,20 @@ void BM_MatMul(benchmark::State& state) {
   }
   const int64_t n_out = state.range(4) ? state.range(4) : 16384, n_in = 2048;
   const bool packed = state.range(5) != 0;
+  const size_t shift = state.range(6) > 0 ? static_cast<size_t>(state.range(6)) : 0;
   const std::vector<uint8_t> w = MakeWeights(t, n_out, n_in);
   const int copies = StreamCopies(w.size(), state.range(4) == 0);
   if (packed) {
     std::vector<AlignedBuffer> pw;
+    const size_t bytes = PackedBytes(t, n_out, n_in);
     for (int c = 0; c < copies; ++c) {
-      pw.emplace_back(PackedBytes(t, n_out, n_in));
-      PackWeights(t, w.data(), n_out, n_in, pw.back().data(), nullptr);
+      pw.emplace_back(bytes + shift);
+      PackWeights(t, w.data(), n_out, n_in, static_cast<uint8_t*>(pw.back().data()) + shift, nullptr);
     }
-    TimeMatMul(state, n_out, n_in, n_tok, threads, pw[0].size(), copies,
+    TimeMatMul(state, n_out, n_in, n_tok, threads, bytes, copies,
                [&](int c, const float* x, float* y, ThreadPool* pool) {
-                 MatMulPacked(pw[static_cast<size_t>(c)].data(), t, n_out, n_in, x, n_tok, y, pool);
+                 MatMulPacked(static_cast<const uint8_t*>(pw[static_cast<size_t>(c)].data()) + shift, t,
+                              n_out, n_in, x, n_tok, y, pool);
                });
   } else {
     const std::vector<std::vector<uint8_t>> ws(static_cast<size_t>(copies), w);
@@ -102,7 +106,8 @@ void BM_MatMul(benchmark::State& state) {
                  MatMul(ws[static_cast<size_t>(c)].data(), t, n_out, n_in, x, n_tok, y, pool);
                });
   }
-  state.SetLabel(std::string(DTypeName(t)) + (packed ? "/packed/" : "/") + IsaName(isa));
+  state.SetLabel(std::string(DTypeName(t)) + (packed ? "/packed/" : "/") + IsaName(isa) +
+                 (shift ? "/shift" + std::to_string(shift) : ""));
   ForceIsa(BestSupportedIsa());
 }
 
@@ -164,6 +169,19 @@ void PackedHotArgs(benchmark::internal::Benchmark* b) {
         b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), n_tok, 1, 128, 1});
 }
 BENCHMARK(BM_MatMul)->Name("PackedHot")->Apply(PackedHotArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+// What split loads cost this CPU: the 4-token tiles on aligned units and on the same bytes 16
+// bytes off (each shift-16 row right after its shift-0 twin, one process).
+void PackedShiftArgs(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kI4G128})
+    for (Isa isa : kSimdIsas)
+      for (int64_t shift : {0, 16})
+        b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 4, 1, 128, 1, shift});
+}
+BENCHMARK(BM_MatMul)
+    ->Name("PackedShift")
+    ->Apply(PackedShiftArgs)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // The ThreadPool's per-op cost (wake, run an empty slice on each thread, join): tinyllama
 // decode runs ~150 matmuls per token through it. Arg: threads.
