@@ -46,7 +46,8 @@ namespace {
 // but no config.json (e.g. a downloaded tokenizer). `ferry tokenize` works on these.
 bool IsTokenizerOnly(const fs::path& p) {
   if (fs::is_directory(p))
-    return !fs::exists(p / "config.json") && (fs::exists(p / "tokenizer.json") || fs::exists(p / "tokenizer.model"));
+    return !fs::exists(p / "config.json") &&
+           (fs::exists(p / "tokenizer.json") || fs::exists(p / "tokenizer.model"));
   return p.extension() == ".json";
 }
 
@@ -64,7 +65,8 @@ StatusOr<std::unique_ptr<formats::WeightSource>> OpenWithTokenizer(const std::st
   }
   if (!source->metadata().Has("tokenizer.ggml.tokens") || !options.tokenizer_path.empty()) {
     LoadOptions side = options;
-    if (side.tokenizer_path.empty() && !fs::is_directory(path) && IsTokenizerOnly(path)) side.tokenizer_path = path;
+    if (side.tokenizer_path.empty() && !fs::is_directory(path) && IsTokenizerOnly(path))
+      side.tokenizer_path = path;
     FERRY_ASSIGN_OR_RETURN(Metadata tok_md, LoadSideTokenizer(path, source->metadata(), side));
     // An explicit tokenizer replaces the embedded one whole: stale keys (scores of another
     // vocabulary) must not survive the merge.
@@ -77,12 +79,13 @@ StatusOr<std::unique_ptr<formats::WeightSource>> OpenWithTokenizer(const std::st
 StatusOr<LoadedModel> LoadModel(const std::string& path, const LoadOptions& options) {
   LoadedModel lm;
   FERRY_ASSIGN_OR_RETURN(lm.source, OpenWithTokenizer(path, options));
-  FERRY_ASSIGN_OR_RETURN(lm.model, CreateModel(*lm.source, ModelOptions{options.repack_weights, options.sparsity,
-                                                                        options.parallel}));
+  FERRY_ASSIGN_OR_RETURN(lm.model,
+                         CreateModel(*lm.source, ModelOptions{options.repack_weights, options.sparsity,
+                                                              options.parallel, options.exact_gelu}));
   FERRY_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromMetadata(lm.source->metadata()));
   if (tok.n_vocab() > lm.model->config().n_vocab)
-    return InvalidArgumentError("'{}': tokenizer has {} tokens but the model only {} rows of embeddings", path,
-                                tok.n_vocab(), lm.model->config().n_vocab);
+    return InvalidArgumentError("'{}': tokenizer has {} tokens but the model only {} rows of embeddings",
+                                path, tok.n_vocab(), lm.model->config().n_vocab);
   lm.tokenizer.emplace(std::move(tok));
   return lm;
 }

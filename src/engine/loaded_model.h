@@ -19,6 +19,7 @@ struct LoadOptions {
   bool repack_weights = true;     // see ModelOptions
   SparsityOptions sparsity = {};  // run-time sparsity (model/sparsity_options.h); default exact
   ParallelLayout parallel = {};   // split over MPI ranks (model/parallel.h); default: none
+  bool exact_gelu = false;        // see ModelOptions
 };
 
 struct LoadedModel {

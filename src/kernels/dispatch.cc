@@ -54,6 +54,7 @@ KernelTable MakeScalar() {
   t.softmax = ref::Softmax;
   t.silu_mul = ref::SiluMul;
   t.gelu_tanh_mul = ref::GeluTanhMul;
+  t.gelu_fp16_table_mul = ref::GeluFp16TableMul;
   t.softcap = ref::SoftCap;
   t.add = ref::AddInPlace;
   t.quantize_i8 = ref::QuantizeActInt8;
@@ -102,6 +103,7 @@ KernelTable MakeAvx2() {
   t.softmax = avx2::Softmax;
   t.silu_mul = avx2::SiluMul;
   t.gelu_tanh_mul = avx2::GeluTanhMul;
+  t.gelu_fp16_table_mul = avx2::GeluFp16TableMul;
   t.softcap = avx2::SoftCap;
   t.add = avx2::AddInPlace;
   t.quantize_i8 = avx2::QuantizeActInt8;

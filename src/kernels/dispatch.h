@@ -69,6 +69,7 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*gelu_fp16_table_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*softcap)(float* x, int64_t n, float cap);
   void (*add)(float* y, const float* x, int64_t n);
   // W8A8 (int8_matmul.cc): activation quantizer and exact int32 dots (1 row, 4 rows).

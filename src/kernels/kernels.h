@@ -145,6 +145,13 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the equal
 // x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), which keeps its precision for negative x.
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
+// out[n] = gelu(gate[n]) * up[n] as llama.cpp's CPU backend computes GeGLU (GGML_GELU_FP16):
+// gate rounded to fp16 indexes a table of fp16(gelu_tanh(h)), each entry computed in f32 by
+// ggml_gelu_f32's expression (its 1 + 0.044715 x^2 fused, as a -march=native build of ggml
+// contracts it: all 65536 entries equal that build's ggml_table_gelu_f16); out is 0 where
+// gate <= -10 and gate * up where gate >= 10. Every table computes the same bits. A step
+// function of gate (fp16 steps), so GGUF files compute what llama.cpp computes from them.
+void GeluFp16TableMul(const float* gate, const float* up, float* out, int64_t n);
 // x[n] = cap * tanh(x[n] / cap) in place (gemma2's soft-capping of attention scores and
 // logits). The scalar table uses tanhf as ggml does; the SIMD ones the identity
 // tanh(t) = sign(t) (1 - e) / (1 + e), e = exp(-2|t|), within 3e-7 * cap of it (exp's 2 ulp

@@ -44,7 +44,6 @@ void ScaleInPlace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-
 // Reads weights by llama.cpp name, checking shapes and types; every message names the tensor.
 class WeightReader {
  public:
@@ -241,8 +240,8 @@ class LlamaModel final : public Model {
     SparsityStats* stats;        // null: not counted
     const ActivationTaps* taps;  // null: none (fused projections allowed)
     ForwardScratch& s;
-    const int32_t* slots;  // [n] where each token's K/V live
-    bool spread_runs;      // decode batch: one run per thread (see Forward)
+    const int32_t* slots;   // [n] where each token's K/V live
+    bool spread_runs;       // decode batch: one run per thread (see Forward)
     const float* inv_freq;  // [rot_dim/2] the global layers' RoPE table for this cache's context
   };
 
@@ -299,11 +298,12 @@ class LlamaModel final : public Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;       // [rot_dim/2] RoPE angle per position, scaling applied
   std::vector<float> inv_freq_long_;  // [rot_dim/2] the same with LongRoPE's long factors (phi3)
-  std::vector<float> inv_freq_swa_;  // [rot_dim/2] the same for sliding-window layers (gemma)
+  std::vector<float> inv_freq_swa_;   // [rot_dim/2] the same for sliding-window layers (gemma)
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load
   ParallelLayout par_;                     // how the model is split over processes (none by default)
+  bool exact_gelu_ = false;                // ModelOptions::exact_gelu
   TensorShard shard_;                      // this tensor rank's heads, FFN rows and vocabulary rows
   StageLayers stage_;                      // this pipeline stage's layers
   std::vector<int64_t> vocab_split_;       // [tp_size + 1] first vocabulary row of each tensor rank
@@ -322,6 +322,7 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
   auto m = std::make_unique<LlamaModel>();
   m->config_ = cfg;
   m->sparsity_ = options.sparsity;
+  m->exact_gelu_ = options.exact_gelu;
   const ParallelLayout& par = options.parallel;
   m->par_ = par;
   if (par.Split() && !options.sparsity.OnlyMoeCapacity())
@@ -799,7 +800,7 @@ void LlamaModel::MlaAttention(const Pass& p, int32_t l, const float* xn, float* 
   blk.n_q = static_cast<int>(nh);
   blk.n_kv = 1;
   const int64_t aw = p.kv.types().ValueDim(c.head_dim);  // kv_lora, or whole rows without the layout
-  float* attn = p.s.layer.Floats(kAttn, n * nh * aw);  // [n, n_heads, aw]; the first kv_lora count
+  float* attn = p.s.layer.Floats(kAttn, n * nh * aw);    // [n, n_heads, aw]; the first kv_lora count
   AttendRuns(p, l, blk, q, attn);
   float* av = p.s.layer.Floats(kMlaV, n * nh * vd);  // [n, n_heads v_dim]
   per_head([&](int64_t h, float* x, float* y) {
@@ -824,7 +825,10 @@ void LlamaModel::Ffn(const Pass& p, int32_t l, const float* xn, float* out) cons
   }
   Tap(p, l, InputKind::kFfnIn, xn, config_.dim);
   float* gate = p.s.layer.Floats(kGate, n * ffn);  // [n, ffn] gate, then act(gate) * up
-  auto* act = config_.gelu_ffn ? &kernels::GeluTanhMul : &kernels::SiluMul;  // GeGLU (gemma) or SwiGLU
+  // GeGLU (gemma; ggml's fp16 GELU table unless exact_gelu_) or SwiGLU
+  auto* act = !config_.gelu_ffn ? &kernels::SiluMul
+              : exact_gelu_     ? &kernels::GeluTanhMul
+                                : &kernels::GeluFp16TableMul;
   if (w.w_gate_up.n_out > 0 && !p.taps) {
     float* gu = p.s.layer.Floats(kGateUp, n * 2 * ffn);  // [n, 2 * ffn]: gate | up per token
     w.w_gate_up.Apply(xn, n, gu, p.pool);

@@ -96,6 +96,10 @@ struct ModelOptions {
   // and ffn_dim are the shard's, and Forward still returns the logits on every rank (whole rows,
   // or the largest ones where ForwardBatch::logits_top_k asks for only those).
   ParallelLayout parallel = {};
+  // GeGLU (gemma): false reads ggml's fp16 GELU table (kernels::GeluFp16TableMul), so a GGUF
+  // computes what llama.cpp computes from it; true: the tanh GELU in f32 (kernels::GeluTanhMul,
+  // as transformers computes it in f32).
+  bool exact_gelu = false;
 };
 
 // Builds the model for source.metadata()'s architecture. Weights not repacked stay in the

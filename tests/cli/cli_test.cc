@@ -88,6 +88,28 @@ TEST_F(CliTest, PerplexityPrintsFinalLine) {
   EXPECT_GT(err, 0.0);
 }
 
+// --exact-gelu reaches gemma's FFN (its perplexity moves off llama.cpp's fp16 GELU table) and
+// leaves a SwiGLU model's bits alone.
+TEST_F(CliTest, ExactGeluChangesOnlyGeGluModels) {
+  const std::string text = testing::TempDir() + "/gelu_text.txt";
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 60; ++i) f << "the cat sat on the mat and looked at the dog. ";
+  }
+  const std::string gemma = testing::TempDir() + "/gemma2-tiny-q8_0.gguf";
+  ASSERT_EQ(Ferry("make-model --preset gemma2-tiny --type q8_0 -o " + gemma).code, 0);
+  const auto ppl_line = [&](const std::string& model, const std::string& flags) {
+    Result r = Ferry("ppl -m " + model + " -f " + text + " --ctx 64 " + flags);
+    EXPECT_EQ(r.code, 0) << r.err;
+    const size_t at = r.out.rfind("PPL = ");
+    return at == std::string::npos ? std::string() : r.out.substr(at);
+  };
+  const std::string table = ppl_line(gemma, ""), exact = ppl_line(gemma, "--exact-gelu");
+  ASSERT_FALSE(table.empty());
+  EXPECT_NE(table, exact);
+  EXPECT_EQ(ppl_line(*model_, ""), ppl_line(*model_, "--exact-gelu"));
+}
+
 TEST(Cli, ErrorsAreOneLineAndNonZero) {
   std::string dir = testing::TempDir();
   Result missing = Ferry("run -m " + dir + "/nope.gguf -p hi");

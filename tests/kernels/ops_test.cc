@@ -9,8 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernel_test_util.h"
 #include "kernels/dispatch.h"
+#include "kernels/ref/ref.h"
 
 namespace ferry::kernels {
 namespace {
@@ -114,6 +116,88 @@ TEST(Ops, GeluTanhMulKnownValues) {
     EXPECT_NEAR(out[6], 0.f, 1e-30);
     EXPECT_NEAR(out[7], -1.9545977f, 1e-6);
     EXPECT_NEAR(out[8], 1.3828560f, 1e-6);
+  }
+}
+
+// llama.cpp's GeGLU: entries of ggml_table_gelu_f16 read from llama.cpp b10309 (82bb485, built
+// with -DGGML_NATIVE=ON on x86-64) after ggml_cpu_init(), the range rules of ggml_vec_geglu_f32,
+// and the step function of the fp16-rounded gate, on every table.
+TEST(Ops, GeluFp16TableMulIsLlamaCppsTable) {
+  struct Case {
+    float gate, up;
+    uint32_t want;  // float bits of the output
+  };
+  const auto half = [](uint16_t h) { return Fp32ToBits(Fp16ToFp32(h)); };
+  const Case cases[] = {
+      {1.0f, 1.0f, half(0x3abb)},
+      {-1.0f, 1.0f, half(0xb115)},
+      {0.5f, 1.0f, half(0x3588)},
+      {3.0f, 1.0f, half(0x41fe)},
+      {-3.0f, 1.0f, half(0x9b73)},
+      {2.0f, -1.0f, Fp32ToBits(-Fp16ToFp32(0x3fd2))},
+      {-1.9990234375f, 1.0f, half(0xa9d3)},  // the entry that needs ggml's fused 1 + a x^2
+      {1.0002f, 1.0f, half(0x3abb)},         // rounds to fp16 1.0: a step function of the gate
+      {-9.9921875f, 1.0f, 0x80000000u},      // -0: the table's entry
+      {-10.0f, 5.0f, 0u},                    // +0 where gate <= -10, whatever up is
+      {-1e6f, std::numeric_limits<float>::infinity(), 0u},
+      {10.0f, 3.0f, Fp32ToBits(30.0f)},  // gate * up where gate >= 10
+      {12.5f, -2.0f, Fp32ToBits(-25.0f)},
+  };
+  const int n = static_cast<int>(std::size(cases));
+  std::vector<float> g(n), u(n), out(n);
+  for (int i = 0; i < n; ++i) g[i] = cases[i].gate, u[i] = cases[i].up;
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    // 8 cases through the vector loop, the rest through its tail; then one at a time.
+    tab.gelu_fp16_table_mul(g.data(), u.data(), out.data(), n);
+    for (int i = 0; i < n; ++i)
+      EXPECT_EQ(Fp32ToBits(out[i]), cases[i].want) << IsaName(isa) << " gate " << g[i];
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> g8(8, cases[i].gate), u8(8, cases[i].up), o8(8);
+      tab.gelu_fp16_table_mul(g8.data(), u8.data(), o8.data(), 8);
+      EXPECT_EQ(Fp32ToBits(o8[7]), cases[i].want) << IsaName(isa) << " gate " << g[i] << " in a full vector";
+    }
+  }
+}
+
+// Every table entry is fp16(gelu_tanh(x)) of its x within the fp16 rounding, against the
+// formula in double (f32's 1 + tanh cancels for large negative x: |x| 2^-23 absolute).
+TEST(Ops, GeluFp16TableIsTheTanhGeluRoundedToFp16) {
+  const uint16_t* table = ref::GeluFp16Table();
+  int checked = 0;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const double x = Fp16ToFp32(static_cast<uint16_t>(h));
+    if (!std::isfinite(x) || std::fabs(x) >= 10.0) continue;
+    const double want = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    const double got = Fp16ToFp32(table[h]);
+    ASSERT_NEAR(got, want,
+                std::ldexp(std::fabs(want), -11) + std::ldexp(1.0, -24) + std::ldexp(std::fabs(x), -23))
+        << "x = " << x;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2 * (0x48ff + 1));  // every fp16 value below 10 in magnitude, both signs
+}
+
+// Every table computes the scalar twin's bits: every finite fp16 value and random floats
+// around the +-10 edges as gates, an odd length, and out aliasing gate.
+TEST(Ops, GeluFp16TableMulEveryIsaEqualsScalarTwin) {
+  std::mt19937 rng(31);
+  std::vector<float> g;
+  for (uint32_t h = 0; h < 65536; ++h)
+    if (const float x = Fp16ToFp32(static_cast<uint16_t>(h)); std::isfinite(x)) g.push_back(x);
+  std::uniform_real_distribution<float> edge(-11.f, 11.f);
+  for (int i = 0; i < 1001; ++i) g.push_back(edge(rng));
+  const int64_t n = static_cast<int64_t>(g.size());
+  ASSERT_NE(n % 8, 0);
+  const std::vector<float> u = RandomFloats(rng, n, 2.f);
+  std::vector<float> want(n);
+  ref::GeluFp16TableMul(g.data(), u.data(), want.data(), n);
+  for (Isa isa : testing::TestIsas()) {
+    const auto& tab = internal::TableFor(isa);
+    std::vector<float> got = g;
+    tab.gelu_fp16_table_mul(got.data(), u.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(Fp32ToBits(got[i]), Fp32ToBits(want[i])) << IsaName(isa) << " gate " << g[i];
   }
 }
 

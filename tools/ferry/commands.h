@@ -74,8 +74,9 @@ struct ModelFlags {
   std::string tokenizer;
   int threads = 0;
   bool no_repack = false;
-  SparsityFlags sparsity;  // added with the compute options (with_threads)
-  KvCacheFlags kv_cache;   // the same
+  bool exact_gelu = false;  // --exact-gelu
+  SparsityFlags sparsity;   // added with the compute options (with_threads)
+  KvCacheFlags kv_cache;    // the same
   // default_model: -m is optional and ModelOrDefault() falls back to the bundled model.
   void Add(CLI::App* cmd, bool with_threads = true, bool default_model = false);
   // `model`, or the bundled stories260K (models/stories260K/, said so on stderr) when empty.
@@ -84,6 +85,7 @@ struct ModelFlags {
     LoadOptions o;
     o.tokenizer_path = tokenizer;
     o.repack_weights = !no_repack;
+    o.exact_gelu = exact_gelu;
     o.sparsity = sparsity.options;
     return o;
   }

@@ -21,12 +21,16 @@ void ModelFlags::Add(CLI::App* cmd, bool with_threads, bool default_model) {
                                                    "(default: the bundled stories260K)"
                                                  : "model: GGUF file, Hugging Face folder or llama2.c .bin");
   if (!default_model) m->required();
-  cmd->add_option("--tokenizer", tokenizer, "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
+  cmd->add_option("--tokenizer", tokenizer,
+                  "tokenizer file (tokenizer.json, tokenizer.model or llama2.c .bin)");
   if (with_threads) {
     cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_flag("--no-repack", no_repack,
                   "compute q4_0/q8_0 weights in place from the file (no repacked copy)");
+    cmd->add_flag("--exact-gelu", exact_gelu,
+                  "GeGLU models (gemma): the tanh GELU in f32, as transformers computes it, instead of "
+                  "llama.cpp's fp16 GELU table");
     sparsity.Add(cmd);
     kv_cache.Add(cmd);
   }

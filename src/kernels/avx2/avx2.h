@@ -63,6 +63,7 @@ void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t 
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
+void GeluFp16TableMul(const float* gate, const float* up, float* out, int64_t n);
 void SoftCap(float* x, int64_t n, float cap);
 void AddInPlace(float* y, const float* x, int64_t n);
 

@@ -7,6 +7,7 @@
 
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/avx2_util.h"
+#include "kernels/ref/ref.h"
 
 namespace ferry::kernels::avx2 {
 namespace {
@@ -125,6 +126,29 @@ void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
     const float g = gate[i];
     out[i] = (g / (1.0f + std::exp(kNeg2C * (g + kA * g * g * g)))) * up[i];
   }
+}
+
+void GeluFp16TableMul(const float* gate, const float* up, float* out, int64_t n) {
+  const uint16_t* table = ref::GeluFp16Table();
+  const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+  const __m256i low16 = _mm256_set1_epi32(0xFFFF);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(g, _MM_FROUND_TO_NEAREST_INT));  // [8] fp16 bits
+    // 4-byte gathers at 2-byte steps: the entry is each dword's low half (the table's padding
+    // entry keeps entry 65535's read inside it).
+    const __m256i e =
+        _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(table), h, 2), low16);
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(e, e), 0x08);  // [8] u16 in the low half
+    const __m256 gelu = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+    __m256 y =
+        _mm256_mul_ps(_mm256_blendv_ps(gelu, g, _mm256_cmp_ps(g, hi, _CMP_GE_OQ)), _mm256_loadu_ps(up + i));
+    y = _mm256_andnot_ps(_mm256_cmp_ps(g, lo, _CMP_LE_OQ), y);  // exactly 0 where gate <= -10, as ggml
+    _mm256_storeu_ps(out + i, y);
+  }
+  if (i < n) ref::GeluFp16TableMul(gate + i, up + i, out + i, n - i);
 }
 
 void SoftCap(float* x, int64_t n, float cap) {

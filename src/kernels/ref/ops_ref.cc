@@ -55,6 +55,35 @@ void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+const uint16_t* GeluFp16Table() {
+  // ggml_gelu_f32 with its constants; fma where a -march=native ggml build contracts (the
+  // plain product differs from ggml's table at one entry, x = -1.999).
+  static const std::vector<uint16_t> table = [] {
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kA = 0.044715f;
+    std::vector<uint16_t> t(65536 + 1, 0);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float x = Fp16ToFp32(static_cast<uint16_t>(h));
+      const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * std::fma(kA * x, x, 1.0f)));
+      t[h] = Fp32ToFp16(g);
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+void GeluFp16TableMul(const float* gate, const float* up, float* out, int64_t n) {
+  const uint16_t* table = GeluFp16Table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    if (g <= -10.0f)
+      out[i] = 0.0f;
+    else if (g >= 10.0f)
+      out[i] = g * up[i];
+    else
+      out[i] = Fp16ToFp32(table[Fp32ToFp16(g)]) * up[i];
+  }
+}
+
 // ggml_compute_forward_swiglu_oai_f32's expression, operand for operand.
 void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kAlpha = 1.702f, kLimit = 7.0f;

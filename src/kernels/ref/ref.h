@@ -39,19 +39,19 @@ void QuantizeActBf16(const float* x, void* dst, int64_t n);  // dst: [n] bf16
 // n elements; quantized types need n % block == 0. Integer parts are exact; floats in double,
 // except q4_0 / q8_0: fma per block into one float, the packed path's order (ref::PackedTile).
 float DotF32(const void* w, const void* x, int64_t n);
-float DotF16(const void* w, const void* x, int64_t n);   // x: fp16
-float DotBf16(const void* w, const void* x, int64_t n);  // x: bf16
-float DotQ4_0(const void* w, const void* x, int64_t n);  // x: q8_0
-float DotQ4_1(const void* w, const void* x, int64_t n);  // x: q8_1
-float DotQ5_0(const void* w, const void* x, int64_t n);  // x: q8_0
-float DotQ5_1(const void* w, const void* x, int64_t n);  // x: q8_1
-float DotQ8_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float DotF16(const void* w, const void* x, int64_t n);    // x: fp16
+float DotBf16(const void* w, const void* x, int64_t n);   // x: bf16
+float DotQ4_0(const void* w, const void* x, int64_t n);   // x: q8_0
+float DotQ4_1(const void* w, const void* x, int64_t n);   // x: q8_1
+float DotQ5_0(const void* w, const void* x, int64_t n);   // x: q8_0
+float DotQ5_1(const void* w, const void* x, int64_t n);   // x: q8_1
+float DotQ8_0(const void* w, const void* x, int64_t n);   // x: q8_0
 float DotMXFP4(const void* w, const void* x, int64_t n);  // x: q8_0, q4_0's float order
-float DotQ2_K(const void* w, const void* x, int64_t n);  // x: q8_K
-float DotQ3_K(const void* w, const void* x, int64_t n);  // x: q8_K
-float DotQ4_K(const void* w, const void* x, int64_t n);  // x: q8_K
-float DotQ5_K(const void* w, const void* x, int64_t n);  // x: q8_K
-float DotQ6_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float DotQ2_K(const void* w, const void* x, int64_t n);   // x: q8_K
+float DotQ3_K(const void* w, const void* x, int64_t n);   // x: q8_K
+float DotQ4_K(const void* w, const void* x, int64_t n);   // x: q8_K
+float DotQ5_K(const void* w, const void* x, int64_t n);   // x: q8_K
+float DotQ6_K(const void* w, const void* x, int64_t n);   // x: q8_K
 
 // ---- W8A8 (kernels.h MatMulW8A8) ----------------------------------------------------------
 // q[n] = clamp(round_half_even(x / s), -127, 127); s = static_scale if > 0, else max|x|/127.
@@ -83,6 +83,10 @@ void AddRmsNorm(float* x, const float* delta, const float* w, float* y, int64_t 
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
+void GeluFp16TableMul(const float* gate, const float* up, float* out, int64_t n);
+// GeluFp16TableMul's table: [65536 + 1] fp16 bits, entry h = fp16(gelu_tanh(fp16 h)); the last
+// entry is padding, so a 4-byte gather at entry 65535 stays inside. Built on first use.
+const uint16_t* GeluFp16Table();
 void SoftCap(float* x, int64_t n, float cap);
 void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
