@@ -99,6 +99,41 @@ static_assert(UnitHeaderBytes(FourBit::kQ4_0) == 32 && UnitHeaderBytes(FourBit::
                   UnitHeaderBytes(FourBit::kInt4) == 96,
               "the layout above: headers of whole 32-byte words");
 
+// A row group's stream of units read front to back, as the SIMD tiles read it: NextGroup()
+// moves to the next scale group (a new unit's header starts where the last unit's quants
+// ended), NextQuants() takes the next block's quants. `prefetch(p, bytes)` is the tile's
+// software prefetch of what was just taken. Kept to two pointers and a counter, which the
+// compiler holds in registers beside a tile's accumulators (a nested unit/group loop in the
+// tiles spilled them: 172 vs 46 ymm stack references, 25-45% slower on AVX2).
+template <FourBit kKind>
+class UnitStream {
+ public:
+  explicit UnitStream(const uint8_t* stream) : p_(stream), hdr_(stream) {}
+  template <typename Prefetch>
+  void NextGroup(Prefetch&& prefetch) {
+    if (++slot_ == UnitGroups(kKind)) {
+      hdr_ = p_;
+      prefetch(hdr_, UnitHeaderBytes(kKind));
+      p_ += UnitHeaderBytes(kKind);
+      slot_ = 0;
+    }
+  }
+  const uint8_t* Scales() const { return hdr_ + slot_ * GroupScaleBytes(kKind); }         // the group's [8]
+  const uint8_t* Zeros() const { return hdr_ + UnitZOffset(kKind) + slot_ * kPackRows; }  // int4: [8] u8
+  template <typename Prefetch>
+  const uint8_t* NextQuants(size_t bytes, Prefetch&& prefetch) {
+    const uint8_t* q = p_;
+    p_ += bytes;
+    prefetch(q, bytes);
+    return q;
+  }
+
+ private:
+  const uint8_t* p_;                      // the next header or quants
+  const uint8_t* hdr_;                    // the current unit's header
+  int64_t slot_ = UnitGroups(kKind) - 1;  // the current group's slot in it (the last: a unit starts next)
+};
+
 struct PackedShape {
   DType type;
   int64_t n_out, n_in;

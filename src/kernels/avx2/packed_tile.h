@@ -64,8 +64,6 @@ inline void PrefetchPart(const uint8_t* p, size_t bytes, int part) {
 template <typename Ops, int NT, FourBit kKind>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
-  constexpr size_t kHeader = internal::UnitHeaderBytes(kKind), kScales = internal::GroupScaleBytes(kKind);
-  constexpr int64_t kGroups = internal::UnitGroups(kKind);
   const int64_t nb = sh.nb();
   const int64_t bpg = kInt4 ? sh.BlocksPerGroup() : 1;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -75,31 +73,19 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   __m256i zv = _mm256_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
   __m256 dw = _mm256_setzero_ps();
-  const uint8_t* p = grp;    // the row group's one stream: a unit's header, then its blocks' quants
-  const uint8_t* hdr = grp;  // the current unit's header
-  int64_t gi = kGroups;      // the current group's slot in it (kGroups: a unit starts next)
-  int64_t group_end = 0;     // first block of the next group (a counter, not b % bpg per block)
+  internal::UnitStream<kKind> stream(grp);  // the row group's units: a header, then its blocks' quants
+  int64_t group_end = 0;  // first block of the next group (a counter, not b % bpg per block)
   for (int64_t b = 0; b < nb; ++b) {
     if (!kInt4 || b == group_end) {
-      if (gi == kGroups) {
-        hdr = p;
-        PrefetchAhead(hdr, kHeader);
-        p += kHeader;
-        gi = 0;
-      }
-      const uint8_t* sc_at = hdr + gi * kScales;
+      stream.NextGroup(PrefetchAhead);
+      const uint8_t* sc_at = stream.Scales();
       dw = kMx ? avx2::E8M0HalfLanes(
                      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_at))))
                : LoadScales8(reinterpret_cast<const uint16_t*>(sc_at));
-      if (kInt4)
-        zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-            reinterpret_cast<const __m128i*>(hdr + internal::UnitZOffset(kKind) + gi * kPackRows)));
-      ++gi;
+      if (kInt4) zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(stream.Zeros())));
       group_end += bpg;
     }
-    const uint8_t* wb = p;
-    p += 128;
-    PrefetchAhead(wb, 128);
+    const uint8_t* wb = stream.NextQuants(128, PrefetchAhead);
     __m256i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
@@ -136,27 +122,14 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
 // to unsigned by +128).
 template <typename Ops, int NT>
 void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
-  constexpr size_t kHeader = internal::UnitHeaderBytes(FourBit::kQ4_0),
-                   kScales = internal::GroupScaleBytes(FourBit::kQ4_0);
-  constexpr int64_t kGroups = internal::UnitGroups(FourBit::kQ4_0);
   const int64_t nb = sh.nb();
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  const uint8_t* p = grp;    // units: d [2][8] fp16 | qs [2][8][32]
-  const uint8_t* hdr = grp;  // the current unit's header
-  int64_t gi = kGroups;      // the block's slot in it (kGroups: a unit starts next)
+  internal::UnitStream<FourBit::kQ4_0> stream(grp);  // units: d [2][8] fp16 | qs [2][8][32]
   for (int64_t b = 0; b < nb; ++b) {
-    if (gi == kGroups) {
-      hdr = p;
-      PrefetchAhead(hdr, kHeader);
-      p += kHeader;
-      gi = 0;
-    }
-    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(hdr + gi * kScales));
-    ++gi;
-    const uint8_t* wb = p;
-    p += 256;
-    PrefetchAhead(wb, 256);
+    stream.NextGroup(PrefetchAhead);
+    const __m256 dw = LoadScales8(reinterpret_cast<const uint16_t*>(stream.Scales()));
+    const uint8_t* wb = stream.NextQuants(256, PrefetchAhead);
     __m256i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {

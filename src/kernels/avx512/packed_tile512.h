@@ -112,8 +112,6 @@ inline void Store(float* y, __m512 v) {
 template <typename Ops, int NT, FourBit kKind, bool kTwo>
 void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
   constexpr bool kInt4 = kKind == FourBit::kInt4, kMx = kKind == FourBit::kMxfp4;
-  constexpr size_t kHeader = internal::UnitHeaderBytes(kKind), kScales = internal::GroupScaleBytes(kKind);
-  constexpr int64_t kGroups = internal::UnitGroups(kKind);
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
   const int64_t bpg = kInt4 ? sh.BlocksPerGroup() : 1;
@@ -124,28 +122,19 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   __m512i zv = _mm512_set1_epi32(kMx ? internal::kMxfp4Bias : 8);  // int16 pairs (z, 0) per row lane
   __m512 dw = _mm512_setzero_ps();
-  const uint8_t* p = grp;    // group g's stream (group g + 1's is gs bytes on)
-  const uint8_t* hdr = grp;  // the current unit's header
-  int64_t gi = kGroups;      // the current group's slot in it (kGroups: a unit starts next)
-  int64_t group_end = 0;     // first block of the next group
+  const auto prefetch = [gs](const uint8_t* q, size_t bytes) { PrefetchAhead<kTwo>(q, bytes, gs); };
+  internal::UnitStream<kKind> stream(grp);  // group g's units (group g + 1's are gs bytes on)
+  int64_t group_end = 0;                    // first block of the next group
   for (int64_t b = 0; b < nb; ++b) {
     if (!kInt4 || b == group_end) {
-      if (gi == kGroups) {
-        hdr = p;
-        PrefetchAhead<kTwo>(hdr, kHeader, gs);
-        p += kHeader;
-        gi = 0;
-      }
-      const uint8_t* sc_at = hdr + gi * kScales;
+      stream.NextGroup(prefetch);
+      const uint8_t* sc_at = stream.Scales();
       dw = kMx ? LoadE8M0Half16<kTwo>(sc_at, gs)
                : LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(sc_at), gs);
-      if (kInt4) zv = LoadZ16<kTwo>(hdr + internal::UnitZOffset(kKind) + gi * kPackRows, gs);
-      ++gi;
+      if (kInt4) zv = LoadZ16<kTwo>(stream.Zeros(), gs);
       group_end += bpg;
     }
-    const uint8_t* wb = p;
-    p += 128;
-    PrefetchAhead<kTwo>(wb, 128, gs);
+    const uint8_t* wb = stream.NextQuants(128, prefetch);
     __m512i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
@@ -181,28 +170,16 @@ void Tile4(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, floa
 // multiplies; Ops::kBias8 * s[t,b] is subtracted from the int32 sum.
 template <typename Ops, int NT, bool kTwo>
 void Tile8(const uint8_t* grp, const PackedShape& sh, const PackedAct* act, float* const* y) {
-  constexpr size_t kHeader = internal::UnitHeaderBytes(FourBit::kQ4_0),
-                   kScales = internal::GroupScaleBytes(FourBit::kQ4_0);
-  constexpr int64_t kGroups = internal::UnitGroups(FourBit::kQ4_0);
   const int64_t nb = sh.nb();
   const size_t gs = sh.RowGroupBytes();
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  const uint8_t* p = grp;    // units: d [2][8] fp16 | qs [2][8][32]
-  const uint8_t* hdr = grp;  // the current unit's header
-  int64_t gi = kGroups;      // the block's slot in it (kGroups: a unit starts next)
+  const auto prefetch = [gs](const uint8_t* q, size_t bytes) { PrefetchAhead<kTwo>(q, bytes, gs); };
+  internal::UnitStream<FourBit::kQ4_0> stream(grp);  // units: d [2][8] fp16 | qs [2][8][32]
   for (int64_t b = 0; b < nb; ++b) {
-    if (gi == kGroups) {
-      hdr = p;
-      PrefetchAhead<kTwo>(hdr, kHeader, gs);
-      p += kHeader;
-      gi = 0;
-    }
-    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(hdr + gi * kScales), gs);
-    ++gi;
-    const uint8_t* wb = p;
-    p += 256;
-    PrefetchAhead<kTwo>(wb, 256, gs);
+    stream.NextGroup(prefetch);
+    const __m512 dw = LoadScales16<kTwo>(reinterpret_cast<const uint16_t*>(stream.Scales()), gs);
+    const uint8_t* wb = stream.NextQuants(256, prefetch);
     __m512i s32[NT];
     for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
