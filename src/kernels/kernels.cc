@@ -34,7 +34,6 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
 void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
   internal::Table().gelu_tanh_mul(gate, up, out, n);
 }
-
 void GeluFp16TableMul(const float* gate, const float* up, float* out, int64_t n) {
   internal::Table().gelu_fp16_table_mul(gate, up, out, n);
 }
