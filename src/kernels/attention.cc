@@ -9,11 +9,12 @@
 // summed block run by block run, in key order. So the arithmetic of a (query, head) pair --
 // chunks, tiles, rescales, merge order -- is a function of its position only: never of the KV
 // block size, n_q, the batch, the query tile, head grouping or thread count. The micro-kernels
-// (dispatch.h attn_scores / attn_softmax / attn_pv) keep that: a row's sums never depend on
-// the rows beside it, and a key past a query's position gets p = 0, which leaves its
-// accumulator bit-identical. A sliding window (AttentionVariant) masks the keys before it
-// within the same tiles (score -inf, so p = 0) and skips tiles and chunks wholly before it: the
-// tiling stays a function of position alone. A tile's rows (query x head) are scored against the key tile
+// (dispatch.h attn_scores / attn_softmax / attn_pv / attn_pv_int) keep that: a row's sums never
+// depend on the rows beside it, and a key past a query's position gets p = 0, which leaves its
+// accumulator bit-identical (attn_pv_int: adds nothing to its integer sums or its weights'
+// max). A sliding window (AttentionVariant) masks the keys before it within the same tiles
+// (score -inf, so p = 0) and skips tiles and chunks wholly before it: the tiling stays a
+// function of position alone. A tile's rows (query x head) are scored against the key tile
 // together, so one loaded K or V row feeds several rows from registers.
 // Both schedules below run exactly that arithmetic, so their bits agree:
 //  - many tasks (prefill): a task is a query tile (up to kMaxQueryTile consecutive queries of
@@ -45,6 +46,7 @@ constexpr int kMaxQueryTile = 8;    // queries per task
 constexpr int kPrefetchKeys = 128;  // keys whose K and V rows are requested ahead of the keys scored
 constexpr int kPrefetchStep = 16;   // keys scored per batch of those requests
 constexpr int kTileRows = 32;       // target rows (queries x heads) per task: Q, S, acc fit L1/L2
+static_assert(kKeyTile <= internal::kAttnPvIntMaxKeys, "attn_pv_int takes a whole key tile");
 // Below this many multiply-adds per pass (sum of keys x heads x head_dim) a call runs on the
 // calling thread: waking the pool costs more than it saves (a decode step of short sequences
 // calls Attention once per sequence). Threads never change the bits, so this is safe.
@@ -64,6 +66,7 @@ struct AttnArgs {
   size_t q_bytes;                 // bytes of a query row in the K type's form; 0: the f32 row
   internal::AttnScoresFn scores;  // the K type's micro-kernel
   internal::AttnPvFn pv;          // the V type's
+  internal::AttnPvIntFn pv_int;   // the V type's integer P.V, null if it has none
   float* out;
 };
 
@@ -86,6 +89,7 @@ struct Partial {
 //   ids:   [R] their task row indices; n_valid: [R] their keys in the tile, of which the first
 //          n_masked: [R] are before the row's sliding window
 //   run, part: partial softmaxes of R rows ([R] m, [R] l, [R, v_dim] acc each)
+//   v_rows: [kKeyTile] the V rows of a key tile's keys (integer P.V)
 struct Scratch {
   std::vector<float> s;
   std::vector<std::byte> q_form;
@@ -93,6 +97,7 @@ struct Scratch {
   std::vector<float*> acc_rows;
   std::vector<int> ids, n_valid, n_masked;
   std::vector<float> run_data, part_data;
+  std::vector<const uint8_t*> v_rows;
   Partial run, part;
 
   Scratch(int rows, int hd, size_t q_bytes)
@@ -104,7 +109,8 @@ struct Scratch {
         n_valid(rows),
         n_masked(rows),
         run_data(static_cast<size_t>(rows) * (hd + 2)),
-        part_data(static_cast<size_t>(rows) * (hd + 2)) {
+        part_data(static_cast<size_t>(rows) * (hd + 2)),
+        v_rows(kKeyTile) {
     run = Partial{run_data.data(), run_data.data() + rows, run_data.data() + 2 * rows};
     part = Partial{part_data.data(), part_data.data() + rows, part_data.data() + 2 * rows};
   }
@@ -261,10 +267,23 @@ bool AttendChunk(const internal::KernelTable& tab, const AttnArgs& a, const Task
       if (c != 1.f) tab.scale(w.acc_rows[x], c, dv);  // the max grew: rescale (exact skip when c = 1)
       p.l[r] = p.l[r] * c + tile_sum;
     }
-    // P.V adds key by key in key order, so run by run gives the same sums as the whole tile.
-    ForBlockRuns(a, k_cache, v_cache, first, p1, [&](int pos, int nk, const uint8_t*, const uint8_t* v_rows) {
-      a.pv(w.s.data() + (pos - p0), kKeyTile, na, v_rows, a.v_stride, nk, dv, w.acc_rows.data());
-    });
+    if (a.pv_int) {
+      // Integer P.V scales each row's weights per call: one call per tile, its V rows gathered
+      // across KV blocks, so block boundaries never change the bits (keys before `first` have
+      // p = 0 in every row, so leaving them out changes nothing either).
+      int nk = 0;
+      ForBlockRuns(a, k_cache, v_cache, first, p1,
+                   [&](int, int n_run, const uint8_t*, const uint8_t* v_rows) {
+                     for (int j = 0; j < n_run; ++j) w.v_rows[nk++] = v_rows + j * a.v_stride;
+                   });
+      a.pv_int(w.s.data() + (first - p0), kKeyTile, na, w.v_rows.data(), nk, dv, w.acc_rows.data());
+    } else {
+      // P.V adds key by key in key order, so run by run gives the same sums as the whole tile.
+      ForBlockRuns(
+          a, k_cache, v_cache, first, p1, [&](int pos, int nk, const uint8_t*, const uint8_t* v_rows) {
+            a.pv(w.s.data() + (pos - p0), kKeyTile, na, v_rows, a.v_stride, nk, dv, w.acc_rows.data());
+          });
+    }
   }
   return true;
 }
@@ -352,6 +371,7 @@ void Attention(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n
                    internal::AttnQueryBytes(kv.k_type, head_dim),
                    tab.attn_scores[static_cast<int>(kv.k_type)],
                    tab.attn_pv[static_cast<int>(kv.v_type)],
+                   tab.attn_pv_int[static_cast<int>(kv.v_type)],
                    out};
   int max_chunks = 0;
   int64_t total_keys = 0;

@@ -32,6 +32,15 @@ using AttnScoresFn = void (*)(const void* const* q, int n_rows, const void* k, i
                               int head_dim, float scale, float* s, int ld_s);
 using AttnPvFn = void (*)(const float* p, int ld_p, int n_rows, const void* v, int64_t v_stride, int n_keys,
                           int head_dim, float* const* acc);
+// v: [n_keys] pointers to V head rows (a key tile gathered across KV blocks).
+using AttnPvIntFn = void (*)(const float* p, int ld_p, int n_rows, const uint8_t* const* v, int n_keys,
+                             int head_dim, float* const* acc);
+inline constexpr int kAttnPvIntMaxKeys = 64;        // keys per attn_pv_int call (attention's key tile)
+inline constexpr float kAttnPvIntLevels = 32767.f;  // the int16 weights' largest magnitude
+// A (row, block) whose weights are all below this adds nothing: each output moves by at most
+// 64 * 128 * 2^-100 < 1e-26 (p <= 1, and the softmax sum it is divided by is >= 1), and
+// 32767 / m stays finite.
+inline constexpr float kAttnPvIntMinWeight = 0x1p-100f;
 
 struct KernelTable {
   Isa isa;
@@ -59,6 +68,16 @@ struct KernelTable {
   // unchanged (unless acc is -0, which attention's accumulators starting at +0 never are), so
   // a key masked with p = 0 costs no bits.
   AttnPvFn attn_pv[kMaxDType];  // indexed by the V type
+  // P.V of a whole key tile on integer dot products, for q8_0 / q4_0 V (null for the other
+  // types): per row r and V block b, the weights w[j] = p[r][j] * d[j][b] (d: key j's fp16 block
+  // scale) are rounded to int16 against their largest magnitude m over the call's keys,
+  // iw[j] = rint(w[j] * (kAttnPvIntLevels / m)); then for each dim i of the block, exactly,
+  // isum = sum_j iw[j] * q[j][b][i] (int32; q4_0: nibble - 8), and acc[r][32b + i] =
+  // fma(float(isum), m / kAttnPvIntLevels, acc). Skipped when m < kAttnPvIntMinWeight. Integer
+  // sums have no order, so the bits depend on the call's keys only, not on how the KV blocks
+  // cut them (attention gathers the tile's rows) nor on the rows beside r: the same on every
+  // table. n_keys <= kAttnPvIntMaxKeys; p[r][j] is read for j < n_keys only.
+  AttnPvIntFn attn_pv_int[kMaxDType];
   // One row's online-softmax step over its n >= 1 scores s[0..n) of a key tile: m' = max(*m,
   // max_j s[j]); s[j] = exp(s[j] - m'), s[n..n_tile) = 0; *tile_sum = sum of the new s[0..n)
   // (order fixed by n); *m = m'. Returns exp(old m - m'), the factor for the row's acc and sum

@@ -1,4 +1,4 @@
-// Query-tiled attention and its micro-kernels (dispatch.h attn_scores / attn_pv): each ISA's
+// Query-tiled attention and its micro-kernels (dispatch.h attn_scores / attn_pv / attn_pv_int): each ISA's
 // micro-kernels against the scalar truth with a row's bits independent of the rows beside it,
 // and Attention against the naive reference over ragged shapes (n_q not a multiple of the
 // query tile, head_dim 64/80/128, keys not a multiple of the key tile, shuffled blocks, GQA
@@ -158,6 +158,91 @@ TEST(AttentionMicroKernels, ZeroWeightLeavesAccumulatorBitIdentical) {
   }
 }
 
+// attn_pv_int (q8_0 / q4_0 V, dispatch.h): V rows reached through pointers in any order (a key
+// tile gathered across KV blocks), every table the scalar twin's bits, a row's bits the same
+// alone; the twin within its int16 rounding of the exact sum: each weight off by at most half
+// of m / 32767 (m = the row's largest |p_j d_j| in the block), each output by that times
+// sum_j |q_j|, plus float slack. Rows of zeros, or of weights below kAttnPvIntMinWeight, leave
+// acc's bits as they were; p past n_keys is never read (NaN there).
+TEST(AttentionMicroKernels, IntegerPvIsTheScalarTwinsBitsAndWithinItsInt16Rounding) {
+  std::mt19937 rng(56);
+  std::uniform_int_distribution<int> rows_d(1, 13), keys_d(1, internal::kAttnPvIntMaxKeys);
+  const internal::KernelTable& scalar = internal::TableFor(Isa::kScalar);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    const int ti = static_cast<int>(type);
+    for (int hd : HeadDims(type)) {
+      for (int rep = 0; rep < 6; ++rep) {
+        const int nr = rows_d(rng), ld = 67;
+        const int nk = rep == 0 ? internal::kAttnPvIntMaxKeys : rep == 1 ? 1 : keys_d(rng);
+        SCOPED_TRACE(std::string(DTypeName(type)) + " hd=" + std::to_string(hd) +
+                     " rows=" + std::to_string(nr) + " keys=" + std::to_string(nk));
+        const Rows v = RandomRows(rng, type, 2 * nk, hd, 6);
+        std::vector<int> pick(2 * nk);  // nk of the rows, scattered and out of order
+        std::iota(pick.begin(), pick.end(), 0);
+        std::shuffle(pick.begin(), pick.end(), rng);
+        std::vector<const uint8_t*> vp(nk);
+        for (int j = 0; j < nk; ++j) vp[j] = v.row(pick[j]);
+        std::vector<float> p(static_cast<size_t>(nr) * ld, std::numeric_limits<float>::quiet_NaN());
+        for (int r = 0; r < nr; ++r)
+          for (int j = 0; j < nk; ++j) {
+            const float x = std::fabs(testing::RandomFloats(rng, 1)[0]);
+            p[r * ld + j] = r == 1     ? 0.f
+                            : r == 2   ? 1e-33f * x
+                            : x < 0.3f ? 0.f
+                                       : x;  // row 1 zeros, row 2 tiny
+          }
+        const std::vector<float> acc0 = testing::RandomFloats(rng, static_cast<int64_t>(nr) * hd);
+        std::vector<float> want = acc0;
+        std::vector<float*> pw(nr);
+        for (int r = 0; r < nr; ++r) pw[r] = want.data() + static_cast<int64_t>(r) * hd;
+        scalar.attn_pv_int[ti](p.data(), ld, nr, vp.data(), nk, hd, pw.data());
+        for (Isa isa : testing::TestIsas()) {
+          SCOPED_TRACE(IsaName(isa));
+          const internal::KernelTable& tab = internal::TableFor(isa);
+          ASSERT_NE(tab.attn_pv_int[ti], nullptr);
+          std::vector<float> acc = acc0, acc1 = acc0;
+          std::vector<float*> pa(nr), pa1(nr);
+          for (int r = 0; r < nr; ++r) {
+            pa[r] = acc.data() + static_cast<int64_t>(r) * hd;
+            pa1[r] = acc1.data() + static_cast<int64_t>(r) * hd;
+          }
+          tab.attn_pv_int[ti](p.data(), ld, nr, vp.data(), nk, hd, pa.data());
+          for (int r = 0; r < nr; ++r) tab.attn_pv_int[ti](&p[r * ld], ld, 1, vp.data(), nk, hd, &pa1[r]);
+          ASSERT_EQ(0, std::memcmp(acc.data(), want.data(), acc.size() * 4));
+          ASSERT_EQ(0, std::memcmp(acc1.data(), want.data(), acc.size() * 4));
+        }
+        for (int r = 0; r < nr; ++r) {
+          if (r == 1 || r == 2) {  // nothing added: the bits of acc0
+            ASSERT_EQ(0, std::memcmp(&want[r * hd], &acc0[r * hd], static_cast<size_t>(hd) * 4)) << r;
+            continue;
+          }
+          for (int b = 0; b < hd / 32; ++b) {
+            double m = 0;  // the row's largest |p_j d_j| in block b
+            for (int j = 0; j < nk; ++j) {
+              uint16_t h;
+              std::memcpy(&h, vp[j] + b * RowBytes(type, 32), 2);
+              m = std::max(m, std::fabs(static_cast<double>(p[r * ld + j]) * Fp16ToFp32(h)));
+            }
+            for (int d = 32 * b; d < 32 * b + 32; ++d) {
+              double exact = acc0[r * hd + d], mag = std::fabs(acc0[r * hd + d]), sum_q = 0;
+              for (int j = 0; j < nk; ++j) {
+                const float vd = v.value(pick[j], d);
+                exact += static_cast<double>(p[r * ld + j]) * vd;
+                mag += std::fabs(static_cast<double>(p[r * ld + j]) * vd);
+                uint16_t h;
+                std::memcpy(&h, vp[j] + b * RowBytes(type, 32), 2);
+                if (Fp16ToFp32(h) != 0.f) sum_q += std::fabs(vd / Fp16ToFp32(h));  // |q_j[d]|, exact
+              }
+              const double rounding = 0.5 * m * (1 + 1e-6) / internal::kAttnPvIntLevels * sum_q;
+              ASSERT_NEAR(want[r * hd + d], exact, rounding + 1e-6 * mag + 1e-7) << r << "," << d;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionMicroKernels, SoftmaxStepMatchesScalarTruth) {
   std::mt19937 rng(54);
   std::uniform_int_distribution<int> n_d(1, 64);
@@ -249,14 +334,15 @@ Problem RandomProblem(std::mt19937& rng, const Shape& s, DType type) {
 // (got), at the usual 1 / sqrt(head_dim) scale.
 struct WantGot {
   std::vector<float> want, got;  // [n_q, n_heads, head_dim] each
+  std::vector<float> pv_int;     // [n_q, n_heads, head_dim] ref.h AttentionNaive's integer P.V bound
 };
 float ScaleOf(const Shape& s) {
   return 1.0f / std::sqrt(static_cast<float>(s.head_dim));
 }
 WantGot NaiveAndTiled(const Problem& p, const Shape& s, const KvBlocks& naive_kv, ThreadPool* pool) {
-  WantGot r{std::vector<float>(p.q.size()), std::vector<float>(p.q.size())};
+  WantGot r{std::vector<float>(p.q.size()), std::vector<float>(p.q.size()), std::vector<float>(p.q.size())};
   ref::AttentionNaive(p.q.data(), s.n_q, p.pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s),
-                      naive_kv, r.want.data());
+                      naive_kv, r.want.data(), r.pv_int.data());
   Attention(p.q.data(), s.n_q, p.pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s), p.cache.kv(),
             r.got.data(), pool);
   return r;
@@ -291,8 +377,8 @@ TEST(AttentionQueryTiles, MatchNaiveOnRaggedShapes) {
                  "/" + std::to_string(s.n_kv_heads) + " hd=" + std::to_string(s.head_dim) +
                  " n_q=" + std::to_string(s.n_q));
     const Problem pr = RandomProblem(rng, s, type);
-    const auto [want, got] = NaiveAndTiled(pr, s, pr.cache.kv(), &pool);
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f) << i;
+    const auto [want, got, pv_int] = NaiveAndTiled(pr, s, pr.cache.kv(), &pool);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-5f + pv_int[i]) << i;
   });
 }
 
@@ -380,12 +466,46 @@ TEST(AttentionQueryTiles, BitIdenticalWhateverTheKvBlockSize) {
   });
 }
 
+// A sliding window over each KV type against the naive attention over the window's keys alone:
+// the cache laid out in blocks of one token, the naive reference reads it through a block table
+// that starts at the window's first key (positions shifted to match). Tiles keep their absolute
+// places in the windowed run, so the first key tile starts before the window (masked keys).
+TEST(AttentionQueryTiles, SlidingWindowMatchesNaiveOverTheWindowsKeys) {
+  std::mt19937 rng(57);
+  ThreadPool pool2(2);
+  const Shape shapes[] = {{8, 2, 64, 16, 400, 6}, {32, 4, 64, 16, 700, 1}};
+  ForEachTableTypeShape(shapes, [&](Isa isa, DType type, const Shape& s) {
+    const auto [c, q, pos] = RandomProblem(rng, s, type);
+    const Cache one = Relayout(rng, c, s, 1);
+    const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+    for (int window : {37, 100, 300}) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " n_q=" + std::to_string(s.n_q) +
+                   " window=" + std::to_string(window));
+      std::vector<float> got(q.size());
+      Attention(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s), one.kv(),
+                got.data(), &pool2, AttentionVariant{window});
+      for (int t = 0; t < s.n_q; ++t) {
+        const int lo = std::max(0, pos[t] + 1 - window);
+        KvBlocks view = one.kv();
+        view.block_table = one.table.data() + lo;
+        const int32_t shifted = pos[t] - lo;
+        std::vector<float> want(row), pv_int(row);
+        ref::AttentionNaive(q.data() + t * row, 1, &shifted, s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s),
+                            view, want.data(), pv_int.data());
+        for (int64_t i = 0; i < row; ++i)
+          ASSERT_NEAR(got[t * row + i], want[i], 3e-5f + pv_int[i]) << t << "," << i;
+      }
+    }
+  });
+}
+
 // Attention over a cache stored as each KV type against the f32 attention of the values it
 // was rounded from, within what that rounding allows: with every score of a row off by at most
 // D = scale * sum_d |q^_d k^_d - q_d k_d| (the rows' own rounding errors; q^ = q but for q8_0
 // and q4_0 K, whose scores read the query rounded to q8_0), the weights move by a
 // factor within exp(+-2D), so |o^ - o| <= max_j |v^_j - v_j| + (exp(2D) - 1) * max_j |v_j|,
-// plus float slack.
+// plus float slack and, for q8_0 / q4_0 V, the integer P.V's int16 rounding (ref.h
+// AttentionNaive's bound over the stored cache).
 TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
   std::mt19937 rng(55);
   ThreadPool pool(2);
@@ -394,7 +514,10 @@ TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
     SCOPED_TRACE(std::string(IsaName(isa)) + " " + DTypeName(type) + " hd=" + std::to_string(s.head_dim));
     const Problem pr = RandomProblem(rng, s, type);
     const auto& [c, q, pos] = pr;
-    const auto [want, got] = NaiveAndTiled(pr, s, c.kv_f32(), &pool);
+    const auto [want, got, pv_int_f32] = NaiveAndTiled(pr, s, c.kv_f32(), &pool);
+    std::vector<float> own(q.size()), pv_int(q.size());
+    ref::AttentionNaive(q.data(), s.n_q, pos.data(), s.n_heads, s.n_kv_heads, s.head_dim, ScaleOf(s), c.kv(),
+                        own.data(), pv_int.data());
     const float scale = ScaleOf(s);
     const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
     std::vector<float> kq(hd), vq(hd);
@@ -423,7 +546,7 @@ TEST(AttentionKvTypes, WithinTheirRoundingOfTheF32Attention) {
         const double bound = ev + std::expm1(2 * D) * vmax + 3e-5;
         for (int d = 0; d < hd; ++d) {
           const size_t i = (static_cast<size_t>(t) * s.n_heads + h) * hd + d;
-          ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "t=" << t << " h=" << h << " d=" << d;
+          ASSERT_LE(std::fabs(got[i] - want[i]), bound + pv_int[i]) << "t=" << t << " h=" << h << " d=" << d;
         }
       }
   });

@@ -15,6 +15,7 @@
 
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/avx2_util.h"
+#include "kernels/avx2/pv_int_256.h"
 #include "kernels/kv_row.h"
 #include "kernels/score_block.h"
 #include "kernels/score_q8_256.h"
@@ -180,6 +181,13 @@ void AttnPv(const float* p, int ld_p, int n_rows, const void* v_void, int64_t v_
   });
 }
 
+struct MaddOps {  // pv_int_256.h's multiply-add of int16 pairs
+  static __m256i Broadcast(int32_t x) { return _mm256_set1_epi32(x); }
+  static __m256i MaddAcc(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+  }
+};
+
 }  // namespace
 
 void FillAttention(internal::KernelTable& t) {
@@ -188,6 +196,8 @@ void FillAttention(internal::KernelTable& t) {
       t.attn_scores[static_cast<int>(type)] = AttnScores<tc.value>;
       t.attn_pv[static_cast<int>(type)] = AttnPv<tc.value>;
     });
+  t.attn_pv_int[static_cast<int>(DType::kQ8_0)] = pv_int::AttnPvInt<pv256::Kernel<MaddOps>, DType::kQ8_0>;
+  t.attn_pv_int[static_cast<int>(DType::kQ4_0)] = pv_int::AttnPvInt<pv256::Kernel<MaddOps>, DType::kQ4_0>;
   t.attn_softmax = AttnSoftmax;
 }
 

@@ -24,5 +24,8 @@ void DotI8x4(const int8_t* w, int64_t w_stride, const int8_t* x, int64_t n, int3
 // In-place dots (weights read from the file's blocks): set the dot / dot_tile entries this
 // table computes natively.
 void FillKQuantDots(internal::KernelTable& t);
+// ---- attention ----
+// Integer P.V (dispatch.h attn_pv_int) for q8_0 / q4_0 V on vpdpwssd.
+void FillAttention(internal::KernelTable& t);
 
 }  // namespace ferry::kernels::avx2vnni

@@ -10,6 +10,8 @@ void Fill(internal::KernelTable& t) {
   t.dot_i8x4 = DotI8x4;
   // in-place dots
   FillKQuantDots(t);
+  // attention
+  FillAttention(t);
 }
 
 }  // namespace ferry::kernels::avx2vnni

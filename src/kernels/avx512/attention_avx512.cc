@@ -15,6 +15,7 @@
 
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512/avx512_util.h"
+#include "kernels/avx512/pv_int_512.h"
 #include "kernels/kv_row.h"
 #include "kernels/score_block.h"
 #include "kernels/score_q8_256.h"
@@ -277,6 +278,13 @@ float AttnSoftmax(float* s, int n, int n_tile, float* m, float* tile_sum) {
   return c;
 }
 
+struct MaddOps {  // pv_int_512.h's multiply-add of int16 pairs
+  static __m512i Broadcast(int32_t x) { return _mm512_set1_epi32(x); }
+  static __m512i MaddAcc(__m512i acc, __m512i a, __m512i b) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+  }
+};
+
 }  // namespace
 
 void FillAttention(internal::KernelTable& t) {
@@ -285,6 +293,8 @@ void FillAttention(internal::KernelTable& t) {
       t.attn_scores[static_cast<int>(type)] = AttnScores<tc.value>;
       t.attn_pv[static_cast<int>(type)] = AttnPv<tc.value>;
     });
+  t.attn_pv_int[static_cast<int>(DType::kQ8_0)] = pv_int::AttnPvInt<pv512::Kernel<MaddOps>, DType::kQ8_0>;
+  t.attn_pv_int[static_cast<int>(DType::kQ4_0)] = pv_int::AttnPvInt<pv512::Kernel<MaddOps>, DType::kQ4_0>;
   t.attn_softmax = AttnSoftmax;
 }
 

@@ -27,7 +27,7 @@ void AttnScoresT(const void* const* q_form, int n_rows, const void* k, int64_t k
   }
 }
 
-// Quant i of a q8_0 / q4_0 K block as a signed int (q4_0: nibble - 8).
+// Quant i of a q8_0 / q4_0 K or V block as a signed int (q4_0: nibble - 8).
 template <DType T>
 int KeyInt(const uint8_t* block, int i) {
   if constexpr (T == DType::kQ8_0) return static_cast<int8_t>(block[2 + i]);
@@ -72,6 +72,37 @@ void AttnPvT(const float* p, int ld_p, int n_rows, const void* v, int64_t v_stri
   }
 }
 
+// dispatch.h attn_pv_int: per row and V block, the weights rounded to int16 against their
+// largest magnitude, exact int32 sums over the keys, one fma per output.
+template <DType T>
+void AttnPvIntT(const float* p, int ld_p, int n_rows, const uint8_t* const* v, int n_keys, int head_dim,
+                float* const* acc) {
+  const size_t block_bytes = RowBytes(T, 32);
+  for (int r = 0; r < n_rows; ++r) {
+    const float* pr = p + static_cast<int64_t>(r) * ld_p;
+    for (int b = 0; b < head_dim / 32; ++b) {
+      float w[internal::kAttnPvIntMaxKeys];  // [n_keys]
+      float m = 0.f;
+      for (int j = 0; j < n_keys; ++j) {
+        uint16_t h;
+        std::memcpy(&h, v[j] + b * block_bytes, 2);
+        w[j] = pr[j] * Fp16ToFp32(h);
+        m = std::max(m, std::fabs(w[j]));
+      }
+      if (!(m >= internal::kAttnPvIntMinWeight)) continue;
+      const float inv = internal::kAttnPvIntLevels / m, s = m / internal::kAttnPvIntLevels;
+      int32_t iw[internal::kAttnPvIntMaxKeys];  // [n_keys], each within +-32767
+      for (int j = 0; j < n_keys; ++j) iw[j] = static_cast<int32_t>(std::nearbyint(w[j] * inv));
+      for (int i = 0; i < 32; ++i) {
+        int32_t isum = 0;
+        for (int j = 0; j < n_keys; ++j) isum += iw[j] * KeyInt<T>(v[j] + b * block_bytes, i);
+        float& out = acc[r][32 * b + i];
+        out = std::fma(static_cast<float>(isum), s, out);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void FillAttention(internal::KernelTable& t) {
@@ -79,6 +110,7 @@ void FillAttention(internal::KernelTable& t) {
     WithKvType(type, [&](auto tc) {
       if constexpr (tc.value == DType::kQ8_0 || tc.value == DType::kQ4_0) {
         t.attn_scores[static_cast<int>(type)] = AttnScoresIntT<tc.value>;
+        t.attn_pv_int[static_cast<int>(type)] = AttnPvIntT<tc.value>;
       } else {
         t.attn_scores[static_cast<int>(type)] = AttnScoresT<tc.value>;
       }

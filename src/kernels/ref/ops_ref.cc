@@ -1,6 +1,7 @@
 // Scalar normalization, activation, rotary and naive attention kernels (llama.cpp formulas).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -151,8 +152,40 @@ std::vector<float> QueryAsRead(DType k_type, const float* q, int head_dim) {
   return out;
 }
 
+namespace {
+
+// ref::AttentionNaive's pv_int_bound of one (query, head): pi [n_keys] the softmax weights,
+// v_row(p) key p's V head row in its stored type (q8_0 / q4_0), bound [dv].
+template <typename VRow>
+void PvIntBound(DType v_type, const std::vector<double>& pi, VRow&& v_row, int dv, float* bound) {
+  std::fill(bound, bound + dv, 0.f);
+  if (v_type != DType::kQ8_0 && v_type != DType::kQ4_0) return;
+  const int n_keys = static_cast<int>(pi.size()), reach = internal::kAttnPvIntMaxKeys - 1;
+  const size_t block_bytes = RowBytes(v_type, 32);
+  std::vector<double> a(pi.size());  // [n_keys] pi_p * |d_p| of one block
+  for (int b = 0; b < dv / 32; ++b) {
+    for (int p = 0; p < n_keys; ++p) {
+      uint16_t h;
+      std::memcpy(&h, v_row(p) + b * block_bytes, 2);
+      a[p] = pi[p] * std::fabs(Fp16ToFp32(h));
+    }
+    for (int p = 0; p < n_keys; ++p) {
+      const double amax =
+          *std::max_element(a.begin() + std::max(0, p - reach), a.begin() + std::min(n_keys, p + reach + 1));
+      const uint8_t* qs = v_row(p) + b * block_bytes + 2;
+      for (int i = 0; i < 32; ++i) {
+        const int qi = v_type == DType::kQ8_0 ? static_cast<int8_t>(qs[i])
+                                              : (i < 16 ? qs[i] & 0x0F : qs[i - 16] >> 4) - 8;
+        bound[32 * b + i] += static_cast<float>(0.5 / internal::kAttnPvIntLevels * std::abs(qi) * amax);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
-                    float scale, const KvBlocks& kv, float* out) {
+                    float scale, const KvBlocks& kv, float* out, float* pv_int_bound) {
   const int group = n_heads / n_kv_heads;
   const int dv = kv.ValueDim(head_dim);  // v_in_k: V is the first dv values of the K row
   std::vector<double> scores;
@@ -192,6 +225,19 @@ void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, 
       }
       float* o = out + (static_cast<int64_t>(t) * n_heads + h) * dv;
       for (int d = 0; d < dv; ++d) o[d] = static_cast<float>(acc[d]);
+      if (pv_int_bound == nullptr) continue;
+      for (int p = 0; p < n_keys; ++p) scores[p] /= sum;  // now pi
+      const bool in_k = kv.v_in_k > 0;
+      const void* v_cache = in_k ? kv.k_cache : kv.v_cache;
+      const int64_t v_bytes = static_cast<int64_t>(RowBytes(kv.v_type, in_k ? head_dim : dv));
+      PvIntBound(
+          kv.v_type, scores,
+          [&](int p) {
+            const int64_t slot =
+                int64_t{kv.block_table[p / kv.block_size]} * kv.block_size + p % kv.block_size;
+            return static_cast<const uint8_t*>(v_cache) + (slot * n_kv_heads + kvh) * v_bytes;
+          },
+          dv, pv_int_bound + (static_cast<int64_t>(t) * n_heads + h) * dv);
     }
   }
 }

@@ -101,9 +101,14 @@ void KvHeadRow(DType t, const void* cache, int64_t row, int head_dim, float* out
 std::vector<float> QueryAsRead(DType k_type, const float* q, int head_dim);
 // Naive causal attention (materialized scores, then softmax) for tests; same contract as
 // kernels::Attention, single-threaded; with a q8_0 or q4_0 K cache the query is rounded to q8_0 first,
-// as kernels::Attention defines it (dispatch.h PrepareAttnQuery).
+// as kernels::Attention defines it (dispatch.h PrepareAttnQuery). pv_int_bound (may be null):
+// [n_q, n_heads, dv] the most the integer P.V's int16 weights (dispatch.h attn_pv_int, q8_0 /
+// q4_0 V; 0 for the other V types) can move each output, for any cut of the keys into calls
+// of up to kAttnPvIntMaxKeys consecutive keys: a call's weights are rounded to within half of
+// max_j(p_j |d_j|) / 32767, so an output moves by at most 0.5 / 32767 * sum_j |q_j| *
+// max(pi_i |d_i|) over the keys i within kAttnPvIntMaxKeys - 1 of j (pi: the softmax weights).
 void AttentionNaive(const float* q, int n_q, const int32_t* q_pos, int n_heads, int n_kv_heads, int head_dim,
-                    float scale, const KvBlocks& kv, float* out);
+                    float scale, const KvBlocks& kv, float* out, float* pv_int_bound = nullptr);
 // kernels::AttentionSparse's rules with a double softmax (progressive INT8 scores formed as
 // the kernel forms them). skipped_mass (may be null): [n_q, n_heads] softmax weight dropped
 // with the skipped V rows.
