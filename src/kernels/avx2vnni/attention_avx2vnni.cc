@@ -7,7 +7,12 @@ namespace ferry::kernels::avx2vnni {
 namespace {
 struct VnniOps {
   static __m256i Broadcast(int32_t x) { return _mm256_set1_epi32(x); }
-  static __m256i MaddAcc(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
+  // In asm, as avx512vnni's: with the intrinsic GCC 12 copies each accumulator to another
+  // register and back around every vpdpwssd. {vex}: the AVX-VNNI encoding (registers 0-15).
+  static __m256i MaddAcc(__m256i acc, __m256i a, __m256i b) {
+    asm("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+    return acc;
+  }
 };
 }  // namespace
 
