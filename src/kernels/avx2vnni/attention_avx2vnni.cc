@@ -5,14 +5,15 @@
 
 namespace ferry::kernels::avx2vnni {
 namespace {
+// pv_int_256.h's Ops. MaddAcc is inline asm, as avx512vnni's: with the intrinsic GCC 12 copies
+// each accumulator to another register and back around every vpdpwssd. {vex}: the AVX-VNNI
+// encoding (registers 0-15).
 struct VnniOps {
-  static __m256i Broadcast(int32_t x) { return _mm256_set1_epi32(x); }
-  // In asm, as avx512vnni's: with the intrinsic GCC 12 copies each accumulator to another
-  // register and back around every vpdpwssd. {vex}: the AVX-VNNI encoding (registers 0-15).
   static __m256i MaddAcc(__m256i acc, __m256i a, __m256i b) {
     asm("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
     return acc;
   }
+  static __m256i Broadcast(int32_t x) { return _mm256_set1_epi32(x); }
 };
 }  // namespace
 
