@@ -31,6 +31,18 @@ inline size_t KvRowBytes(DType t, int head_dim) {
   return RowBytes(t, head_dim);
 }
 
+// Quant i of a q8_0 / q4_0 block (its fp16 scale first) as a signed int: q8_0 the int8, q4_0
+// the nibble - 8 (elements 0..15 the low nibbles, 16..31 the high ones).
+template <DType T>
+inline int KvQuantInt(const uint8_t* block, int i) {
+  if constexpr (T == DType::kQ8_0) {
+    return static_cast<int8_t>(block[2 + i]);
+  } else {
+    static_assert(T == DType::kQ4_0);
+    return (i < 16 ? block[2 + i] & 0x0F : block[2 + i - 16] >> 4) - 8;
+  }
+}
+
 // Value d of a head row of type T: exactly what the SIMD kernels compute before multiplying
 // (q8_0: d * q, q4_0: d * (q - 8), one float product each).
 template <DType T>
@@ -47,15 +59,13 @@ inline float KvValue(const uint8_t* row, int d) {
     const uint8_t* b = row + (d / 32) * sizeof(block_q8_0);
     uint16_t h;
     std::memcpy(&h, b, 2);
-    return Fp16ToFp32(h) * static_cast<float>(static_cast<int8_t>(b[2 + d % 32]));
+    return Fp16ToFp32(h) * static_cast<float>(KvQuantInt<T>(b, d % 32));
   } else {
     static_assert(T == DType::kQ4_0);
     const uint8_t* b = row + (d / 32) * sizeof(block_q4_0);
     uint16_t h;
     std::memcpy(&h, b, 2);
-    const int j = d % 32;
-    const int q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
-    return Fp16ToFp32(h) * static_cast<float>(q - 8);
+    return Fp16ToFp32(h) * static_cast<float>(KvQuantInt<T>(b, d % 32));
   }
 }
 

@@ -27,13 +27,6 @@ void AttnScoresT(const void* const* q_form, int n_rows, const void* k, int64_t k
   }
 }
 
-// Quant i of a q8_0 / q4_0 K or V block as a signed int (q4_0: nibble - 8).
-template <DType T>
-int KeyInt(const uint8_t* block, int i) {
-  if constexpr (T == DType::kQ8_0) return static_cast<int8_t>(block[2 + i]);
-  return (i < 16 ? block[2 + i] & 0x0F : block[2 + i - 16] >> 4) - 8;
-}
-
 // q8_0 / q4_0 K against the query rounded to q8_0 (dispatch.h PrepareAttnQuery): per block of
 // 32 the exact int32 dot, then acc = fma(float(isum), dk * dq, acc) over the blocks in order.
 template <DType T>
@@ -50,7 +43,7 @@ void AttnScoresIntT(const void* const* q_form, int n_rows, const void* k, int64_
       for (int b = 0; b < nb; ++b) {
         const uint8_t* kb = kj + b * block_bytes;
         int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += KeyInt<T>(kb, i) * qb[b].qs[i];
+        for (int i = 0; i < 32; ++i) isum += KvQuantInt<T>(kb, i) * qb[b].qs[i];
         uint16_t h;
         std::memcpy(&h, kb, 2);
         acc = std::fma(static_cast<float>(isum), Fp16ToFp32(h) * dq[b], acc);
@@ -95,7 +88,7 @@ void AttnPvIntT(const float* p, int ld_p, int n_rows, const uint8_t* const* v, i
       for (int j = 0; j < n_keys; ++j) iw[j] = static_cast<int32_t>(std::nearbyint(w[j] * inv));
       for (int i = 0; i < 32; ++i) {
         int32_t isum = 0;
-        for (int j = 0; j < n_keys; ++j) isum += iw[j] * KeyInt<T>(v[j] + b * block_bytes, i);
+        for (int j = 0; j < n_keys; ++j) isum += iw[j] * KvQuantInt<T>(v[j] + b * block_bytes, i);
         float& out = acc[r][32 * b + i];
         out = std::fma(static_cast<float>(isum), s, out);
       }

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "core/fp16.h"
+#include "kernels/kv_row.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/ref/ref.h"
 
@@ -172,10 +173,10 @@ void PvIntBound(DType v_type, const std::vector<double>& pi, VRow&& v_row, int d
     for (int p = 0; p < n_keys; ++p) {
       const double amax =
           *std::max_element(a.begin() + std::max(0, p - reach), a.begin() + std::min(n_keys, p + reach + 1));
-      const uint8_t* qs = v_row(p) + b * block_bytes + 2;
+      const uint8_t* block = v_row(p) + b * block_bytes;
       for (int i = 0; i < 32; ++i) {
-        const int qi = v_type == DType::kQ8_0 ? static_cast<int8_t>(qs[i])
-                                              : (i < 16 ? qs[i] & 0x0F : qs[i - 16] >> 4) - 8;
+        const int qi =
+            v_type == DType::kQ8_0 ? KvQuantInt<DType::kQ8_0>(block, i) : KvQuantInt<DType::kQ4_0>(block, i);
         bound[32 * b + i] += static_cast<float>(0.5 / internal::kAttnPvIntLevels * std::abs(qi) * amax);
       }
     }
