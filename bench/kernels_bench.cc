@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -272,22 +273,29 @@ BENCHMARK(BM_AttentionDecode)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// Decode attention of a whole model at depth: every layer's own f16 cache (so none stays in L3
+// Decode attention of a whole model at depth: every layer's own cache (so none stays in L3
 // between tokens, as in a real decode step), one query per layer; args: context, threads, shape:
 // 0 = tinyllama-1.1b (22 layers, 32 heads / 4 KV heads of 64), 1 = qwen3-0.6b (28 layers, 16 / 8 of
 // 128), KV block size (16: the serving engine's paged cache; 4096: `ferry bench`'s contiguous
-// one). Reports the K/V bytes read per second.
+// one), KV type (DType of K and V). Reports the K/V bytes read per second.
 void BM_AttentionDecodeLayers(benchmark::State& state) {
   const int n_ctx = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
   const int bs = static_cast<int>(state.range(3));
+  const auto type = static_cast<DType>(state.range(4));
   const bool qwen = state.range(2) == 1;
   const int n_layers = qwen ? 28 : 22, nh = qwen ? 16 : 32, nkv = qwen ? 8 : 4, hd = qwen ? 128 : 64;
   const int nb = (n_ctx + bs - 1) / bs;
-  const size_t row = KvRowBytes(DType::kF16, hd), bytes = row * nb * bs * nkv;
-  std::vector<AlignedBuffer> k, v;
-  std::vector<uint16_t> fill(bytes / 2);
+  const size_t row = KvRowBytes(type, hd), n_rows = static_cast<size_t>(nb) * bs * nkv;
+  const size_t bytes = row * n_rows;
+  // One layer's rows [n_rows, row] from 1024 random head rows, copied into every layer.
+  std::vector<uint8_t> fill(bytes);
   std::mt19937 rng(3);
-  for (auto& h : fill) h = static_cast<uint16_t>(0x3000 + rng() % 0x1000);  // f16 in [0.125, 1)
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> vals(static_cast<size_t>(hd) * 1024);  // [1024, hd]
+  for (float& x : vals) x = d(rng);
+  for (size_t r = 0; r < n_rows; ++r)
+    QuantizeRow(type, vals.data() + (r % 1024) * hd, fill.data() + r * row, hd);
+  std::vector<AlignedBuffer> k, v;
   for (int l = 0; l < n_layers; ++l)
     for (auto* cache : {&k, &v}) {
       cache->emplace_back(bytes);
@@ -301,17 +309,22 @@ void BM_AttentionDecodeLayers(benchmark::State& state) {
   for (auto _ : state) {
     for (int l = 0; l < n_layers; ++l) {
       KvBlocks kv{k[l].data(), v[l].data(), table.data(), bs};
-      kv.k_type = kv.v_type = DType::kF16;
+      kv.k_type = kv.v_type = type;
       Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * n_layers *
                           static_cast<int64_t>(bytes));
-  state.SetLabel(qwen ? "qwen3-0.6b" : "tinyllama-1.1b");
+  state.SetLabel(std::string(qwen ? "qwen3-0.6b " : "tinyllama-1.1b ") + DTypeName(type));
 }
 BENCHMARK(BM_AttentionDecodeLayers)
-    ->ArgsProduct({{4096}, {1, 2}, {0, 1}, {16, 4096}})
+    ->ArgsProduct({{4096},
+                   {1, 2},
+                   {0, 1},
+                   {16, 4096},
+                   {static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kF16),
+                    static_cast<int64_t>(DType::kQ8_0)}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
