@@ -295,12 +295,15 @@ void BM_AttentionDecodeLayers(benchmark::State& state) {
   for (float& x : vals) x = d(rng);
   for (size_t r = 0; r < n_rows; ++r)
     QuantizeRow(type, vals.data() + (r % 1024) * hd, fill.data() + r * row, hd);
+  // As KvStorage lays them out: V's slots start KvValueLead bytes into their buffer.
+  const size_t lead = KvValueLead(row * nkv);
   std::vector<AlignedBuffer> k, v;
-  for (int l = 0; l < n_layers; ++l)
-    for (auto* cache : {&k, &v}) {
-      cache->emplace_back(bytes);
-      std::memcpy(cache->back().data(), fill.data(), bytes);
-    }
+  for (int l = 0; l < n_layers; ++l) {
+    k.emplace_back(bytes);
+    v.emplace_back(lead + bytes);
+    std::memcpy(k.back().data(), fill.data(), bytes);
+    std::memcpy(v.back().as<uint8_t>() + lead, fill.data(), bytes);
+  }
   std::vector<float> q(nh * hd, 0.01f), out(nh * hd);
   std::vector<int32_t> table(nb);
   std::iota(table.begin(), table.end(), 0);
@@ -308,7 +311,7 @@ void BM_AttentionDecodeLayers(benchmark::State& state) {
   ThreadPool pool(threads);
   for (auto _ : state) {
     for (int l = 0; l < n_layers; ++l) {
-      KvBlocks kv{k[l].data(), v[l].data(), table.data(), bs};
+      KvBlocks kv{k[l].data(), v[l].as<uint8_t>() + lead, table.data(), bs};
       kv.k_type = kv.v_type = type;
       Attention(q.data(), 1, &pos, nh, nkv, hd, 0.125f, kv, out.data(), threads > 1 ? &pool : nullptr);
     }

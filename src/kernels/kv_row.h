@@ -30,6 +30,16 @@ inline bool KvTypeFits(DType t, int head_dim) {
 inline size_t KvRowBytes(DType t, int head_dim) {
   return RowBytes(t, head_dim);
 }
+// Where a cache's V slots start in their own buffer, for K slots of key_slot_bytes (both
+// buffers aligned alike, as KvStorage's are): half a K slot, in whole cache lines, so a key's K
+// and V rows never sit at the same offset within their slots. Why: on Zen 4 that coincidence
+// made tinyllama-1.1b's f16 cache (4 KV heads of 128-byte rows, 512-byte slots) decode attention
+// at depth 4096 in 11.6 ms a token with 2 threads against 6.8-7.0 ms with V 128-320 bytes further
+// on (mod 512), while the other shapes and types measured were unchanged by the offset
+// (docs/benchmarks.md, "V rows half a slot after K").
+inline size_t KvValueLead(size_t key_slot_bytes) {
+  return (key_slot_bytes / 2 + 63) / 64 * 64;
+}
 
 // Quant i of a q8_0 / q4_0 block (its fp16 scale first) as a signed int: q8_0 the int8, q4_0
 // the nibble - 8 (elements 0..15 the low nibbles, 16..31 the high ones).

@@ -81,7 +81,8 @@ Status KvStorage::Allocate(size_t n_slots, int32_t n_kv_heads, int32_t head_dim,
   v_row_ = types.v_in_k > 0 ? 0 : kernels::KvRowBytes(types.v, head_dim);
   try {
     k_ = AlignedBuffer(n_slots * key_slot_bytes());
-    v_ = AlignedBuffer(n_slots * value_slot_bytes());
+    v_lead_ = value_slot_bytes() > 0 ? kernels::KvValueLead(key_slot_bytes()) : 0;
+    v_ = AlignedBuffer(v_lead_ + n_slots * value_slot_bytes());
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("cannot allocate {} of {} MiB; lower {}", what,
                                   n_slots * (key_slot_bytes() + value_slot_bytes()) >> 20, lower_flag);
@@ -96,7 +97,7 @@ void KvStorage::StoreKey(size_t slot, int32_t head, const float* x) {
 void KvStorage::StoreValue(size_t slot, int32_t head, const float* x) {
   FERRY_DCHECK(slot < n_slots_ && head >= 0 && head < n_kv_heads_);
   if (types_.v_in_k > 0) return;  // the values are the key rows' first v_in_k
-  kernels::QuantizeRow(types_.v, x, v_.as<uint8_t>() + slot * value_slot_bytes() + head * v_row_, head_dim_);
+  kernels::QuantizeRow(types_.v, x, ValueBase() + slot * value_slot_bytes() + head * v_row_, head_dim_);
 }
 
 void KvStorage::LoadKey(size_t slot, float* x) const {
@@ -120,7 +121,7 @@ void KvStorage::CopySlots(size_t dst, size_t src, size_t n) {
   FERRY_CHECK(dst + n <= n_slots_ && src + n <= n_slots_);
   std::memmove(k_.as<uint8_t>() + dst * key_slot_bytes(), KeyBytes(src), n * key_slot_bytes());
   if (value_slot_bytes() > 0)
-    std::memmove(v_.as<uint8_t>() + dst * value_slot_bytes(), ValueBytes(src), n * value_slot_bytes());
+    std::memmove(ValueBase() + dst * value_slot_bytes(), ValueBytes(src), n * value_slot_bytes());
   k_i8_.Copy(dst * row_elems(), src * row_elems(), n * row_elems());
 }
 
@@ -147,7 +148,7 @@ void KvStorage::Import(size_t first, size_t n, const uint8_t* in) {
   std::memcpy(k_.as<uint8_t>() + first * key_slot_bytes(), in, n * key_slot_bytes());
   in += n * key_slot_bytes();
   if (value_slot_bytes() > 0)
-    std::memcpy(v_.as<uint8_t>() + first * value_slot_bytes(), in, n * value_slot_bytes());
+    std::memcpy(ValueBase() + first * value_slot_bytes(), in, n * value_slot_bytes());
   in += n * value_slot_bytes();
   if (!k_i8_.enabled()) return;
   std::memcpy(k_i8_.Keys(first * row_elems()), in, n * row_elems());

@@ -64,7 +64,8 @@ class KvStorage {
   int32_t head_dim() const { return head_dim_; }
   size_t key_slot_bytes() const { return k_row_ * static_cast<size_t>(n_kv_heads_); }
   size_t value_slot_bytes() const { return v_row_ * static_cast<size_t>(n_kv_heads_); }
-  size_t Bytes() const { return k_.size() + v_.size() + k_i8_.Bytes(); }
+  // Bytes of the slots (K, V, the INT8 key copy); V's lead, under half a slot, is not counted.
+  size_t Bytes() const { return k_.size() + v_.size() - v_lead_ + k_i8_.Bytes(); }
 
   // Writes head `head` of slot `slot` from head_dim floats, rounded to the stored type (values:
   // nothing when they live in K, types().v_in_k).
@@ -76,7 +77,7 @@ class KvStorage {
   void LoadValue(size_t slot, float* x) const;
   // The raw bytes of a slot (key_slot_bytes / value_slot_bytes long).
   const uint8_t* KeyBytes(size_t slot) const { return k_.as<uint8_t>() + slot * key_slot_bytes(); }
-  const uint8_t* ValueBytes(size_t slot) const { return v_.as<uint8_t>() + slot * value_slot_bytes(); }
+  const uint8_t* ValueBytes(size_t slot) const { return ValueBase() + slot * value_slot_bytes(); }
 
   // Copies n slots from src to dst (K, V and the INT8 key copy; ranges may overlap).
   void CopySlots(size_t dst, size_t src, size_t n);
@@ -96,10 +97,13 @@ class KvStorage {
 
  private:
   size_t row_elems() const { return static_cast<size_t>(n_kv_heads_) * static_cast<size_t>(head_dim_); }
+  uint8_t* ValueBase() { return v_.as<uint8_t>() + v_lead_; }
+  const uint8_t* ValueBase() const { return v_.as<uint8_t>() + v_lead_; }
 
   KvCacheTypes types_;
   int32_t n_kv_heads_ = 0, head_dim_ = 0;
   size_t n_slots_ = 0, k_row_ = 0, v_row_ = 0;  // k_row_, v_row_: bytes of one head row
+  size_t v_lead_ = 0;                           // bytes of v_ before its first slot (kernels::KvValueLead)
   AlignedBuffer k_, v_;                         // [n_slots, n_kv_heads, head row of types_.k / types_.v]
   Int8KeyCopy k_i8_;                            // [n_slots, n_kv_heads, head_dim] int8, off unless enabled
 };

@@ -16,7 +16,9 @@
 
 #include "formats/weight_source.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_row.h"
 #include "kernels/ref/ref.h"
+#include "model/kv_storage.h"
 #include "model/model.h"
 #include "model/paged_kv_cache.h"
 #include "synthetic/synthetic_model.h"
@@ -137,6 +139,44 @@ TEST(KvCacheTypes, StoresEachTypesRoundingAndCountsItsBytes) {
       EXPECT_LE(std::fabs(got[i] - v[i]), tol) << i;
     }
   }
+}
+
+// K and V are separate buffers aligned alike (huge ones to 2 MiB); V's slots start
+// kernels::KvValueLead bytes in, so a key's K and V rows never sit at the same offset within
+// their slots (docs/benchmarks.md: that coincidence slowed tinyllama's f16 decode attention
+// 1.6x at 2 threads). Checked on buffers past 2 MiB, where the alignment is AlignedBuffer's.
+TEST(KvCacheTypes, ValueRowsNeverShareTheirKeyRowsOffsetInTheSlot) {
+  struct Shape {
+    int32_t kv_heads, head_dim;
+  };
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0})
+    for (const Shape& sh : {Shape{4, 64}, Shape{8, 64}, Shape{8, 128}, Shape{2, 256}, Shape{1, 128}}) {
+      SCOPED_TRACE(std::string(DTypeName(t)) + " kv_heads " + std::to_string(sh.kv_heads) + " head_dim " +
+                   std::to_string(sh.head_dim));
+      KvStorage s;
+      const size_t slot = sh.kv_heads * RowBytes(t, sh.head_dim);
+      const size_t n_slots = ((size_t{4} << 20) + slot - 1) / slot;  // both buffers past 2 MiB
+      ASSERT_TRUE(s.Allocate(n_slots, sh.kv_heads, sh.head_dim, KvCacheTypes{t, t}, "test", "--none").ok());
+      ASSERT_EQ(s.key_slot_bytes(), slot);
+      const auto k = reinterpret_cast<uintptr_t>(s.KeyBytes(0)),
+                 v = reinterpret_cast<uintptr_t>(s.ValueBytes(0));
+      EXPECT_EQ(k % 64, 0u);
+      EXPECT_EQ(v % 64, 0u);  // rows keep their cache-line alignment
+      const size_t lead = (v - k) % (size_t{2} << 20);
+      EXPECT_EQ(lead, kernels::KvValueLead(slot));
+      EXPECT_NE(lead % slot, 0u) << "V rows at their K rows' offset within the slot";
+      EXPECT_EQ(s.Bytes(), 2 * n_slots * slot);  // the lead is not counted as cache
+      // The last slot's V bytes stay inside the buffer: its last head row round-trips as the type
+      // rounds it.
+      const std::vector<float> x = Row(sh.head_dim, 3);
+      std::vector<float> back(x.size() * sh.kv_heads), want(x.size());
+      std::vector<uint8_t> q(RowBytes(t, sh.head_dim));
+      kernels::QuantizeRow(t, x.data(), q.data(), sh.head_dim);
+      kernels::DequantizeRow(t, q.data(), want.data(), sh.head_dim);
+      s.StoreValue(n_slots - 1, sh.kv_heads - 1, x.data());
+      s.LoadValue(n_slots - 1, back.data());
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), back.end() - sh.head_dim));
+    }
 }
 
 TEST(KvCacheTypes, BadTypesAreClearErrors) {
