@@ -3,45 +3,9 @@
 #include <cctype>
 #include <cstdint>
 
+#include "base/utf8.h"
+
 namespace ferry::constraint {
-
-bool DecodeUtf8(std::string_view s, size_t* pos, uint32_t* cp) {
-  size_t i = *pos;
-  if (i >= s.size()) return false;
-  uint8_t b = static_cast<uint8_t>(s[i]);
-  int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-  if (n == 0 || i + static_cast<size_t>(n) > s.size()) return false;
-  uint32_t c = n == 1 ? b : b & (0x7F >> n);
-  for (int k = 1; k < n; ++k) {
-    uint8_t x = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
-    if ((x & 0xC0) != 0x80) return false;
-    c = (c << 6) | (x & 0x3F);
-  }
-  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (c < kMin[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
-  *cp = c;
-  *pos = i + static_cast<size_t>(n);
-  return true;
-}
-
-void AppendUtf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 namespace {
 
 constexpr int kMaxNesting = 200;  // groups inside groups: bounds the recursion on hostile input
@@ -179,7 +143,7 @@ class GbnfParser {
   // One character of a literal or class: an escape or a UTF-8 code point.
   Status ParseChar(uint32_t* cp) {
     if (Peek() == '\\') return ParseEscape(cp);
-    if (!DecodeUtf8(s_, &pos_, cp)) return Error("invalid UTF-8");
+    if (!utf8::DecodeCodepoint(s_, &pos_, cp)) return Error("invalid UTF-8");
     return Status::Ok();
   }
 
@@ -196,7 +160,7 @@ class GbnfParser {
           if (Peek() == '"') break;
           uint32_t cp;
           FERRY_RETURN_IF_ERROR(ParseChar(&cp));
-          AppendUtf8(cp, bytes);
+          utf8::AppendCodepoint(bytes, cp);
         }
         ++pos_;
         item = Expr::Literal(std::move(bytes));

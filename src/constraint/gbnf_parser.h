@@ -14,8 +14,4 @@ namespace ferry::constraint {
 // Errors give the line and column and what was expected there.
 StatusOr<Grammar> ParseGbnf(std::string_view text);
 
-// Decodes one UTF-8 code point at text[*pos] (advancing *pos); false on ill-formed input.
-bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp);
-void AppendUtf8(uint32_t cp, std::string& out);
-
 }  // namespace ferry::constraint

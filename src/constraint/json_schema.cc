@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "constraint/gbnf_parser.h"
+#include "base/utf8.h"
 #include "constraint/json_numbers.h"
 #include "constraint/regex_compiler.h"
 
@@ -168,7 +168,7 @@ class JsonRules {
     CodepointRanges others = RawChars();
     for (auto& [c, group] : children) {
       std::string lit;
-      AppendUtf8(static_cast<uint32_t>(c), lit);
+      utf8::AppendCodepoint(lit, static_cast<uint32_t>(c));
       alts.push_back(Expr::Seq({Expr::Literal(lit), Except(group, depth + 1)}));
       CodepointRanges cut;
       for (auto [lo, hi] : others) {
@@ -606,7 +606,7 @@ class SchemaCompiler {
         std::u32string u;
         size_t at = 0;
         uint32_t cp;
-        while (at < d.size() && DecodeUtf8(d, &at, &cp)) {
+        while (at < d.size() && utf8::DecodeCodepoint(d, &at, &cp)) {
           if (cp < 0x20 || cp == '"' || cp == '\\')
             return Error(path,
                          "property name " + Json(d).dump() +

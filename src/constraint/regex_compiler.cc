@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "constraint/gbnf_parser.h"
+#include "base/utf8.h"
 
 namespace ferry::constraint {
 
@@ -220,7 +220,7 @@ class RegexParser {
   Status ParseCharOrEscape(bool in_class, CodepointRanges& r) {
     if (Peek() != '\\') {
       uint32_t cp;
-      if (!DecodeUtf8(s_, &pos_, &cp)) return Error("invalid UTF-8");
+      if (!utf8::DecodeCodepoint(s_, &pos_, &cp)) return Error("invalid UTF-8");
       r = {{cp, cp}};
       return Status::Ok();
     }

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "base/utf8.h"
 #include "template/error.h"
 
 namespace ferry::tmpl {
@@ -27,24 +28,6 @@ std::string Normalize(const std::string& in, bool keep_trailing_newline) {
   }
   if (!keep_trailing_newline && !out.empty() && out.back() == '\n') out.pop_back();
   return out;
-}
-
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Lexer {
@@ -321,12 +304,12 @@ class Lexer {
         case 'f': out += '\f'; break;
         case 'v': out += '\v'; break;
         case '\n': ++line_; break;
-        case 'x': AppendUtf8(out, hex(2)); break;
-        case 'u': AppendUtf8(out, hex(4)); break;
+        case 'x': utf8::AppendCodepoint(out, hex(2)); break;
+        case 'u': utf8::AppendCodepoint(out, hex(4)); break;
         case 'U': {
           uint32_t cp = hex(8);
           if (cp > 0x10FFFF) Fail("illegal Unicode character in string");
-          AppendUtf8(out, cp);
+          utf8::AppendCodepoint(out, cp);
           break;
         }
         default:
@@ -334,7 +317,7 @@ class Lexer {
             uint32_t v = static_cast<uint32_t>(e - '0');
             for (int i = 0; i < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++i)
               v = v * 8 + static_cast<uint32_t>(src_[pos_++] - '0');
-            AppendUtf8(out, v);
+            utf8::AppendCodepoint(out, v);
           } else {
             out += '\\';
             out += e;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "base/utf8.h"
 #include "template/builtins.h"
 #include "template/error.h"
 
@@ -384,21 +385,7 @@ std::string MapCase(const std::string& s, bool upper) {
     uint32_t v = len == 1 ? c : c & (0xFF >> (len + 1));
     for (size_t k = 1; k < len; ++k) v = (v << 6) | (static_cast<unsigned char>(cp[k]) & 0x3F);
     uint32_t m = static_cast<uint32_t>(upper ? towupper_l(static_cast<wint_t>(v), utf8) : towlower_l(static_cast<wint_t>(v), utf8));
-    if (m < 0x80) {
-      out += static_cast<char>(m);
-    } else if (m < 0x800) {
-      out += static_cast<char>(0xC0 | (m >> 6));
-      out += static_cast<char>(0x80 | (m & 0x3F));
-    } else if (m < 0x10000) {
-      out += static_cast<char>(0xE0 | (m >> 12));
-      out += static_cast<char>(0x80 | ((m >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (m & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (m >> 18));
-      out += static_cast<char>(0x80 | ((m >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((m >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (m & 0x3F));
-    }
+    utf8::AppendCodepoint(out, m);
   }
   return out;
 }

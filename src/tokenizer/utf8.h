@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/utf8.h"  // AppendCodepoint, DecodeCodepoint
+
 namespace ferry::utf8 {
 
 // Length of the UTF-8 sequence a lead byte announces, by its high nibble, exactly as
@@ -19,9 +21,9 @@ inline size_t SymbolLength(uint8_t lead) {
 
 // What starts at `s[0]` (s non-empty).
 enum class SeqState {
-  kComplete,    // a well-formed character of `len` bytes
-  kTruncated,   // a well-formed prefix of `len` bytes that `s` ends in the middle of
-  kInvalid,     // ill-formed: `len` bytes (the maximal well-formed prefix, at least 1) to replace
+  kComplete,   // a well-formed character of `len` bytes
+  kTruncated,  // a well-formed prefix of `len` bytes that `s` ends in the middle of
+  kInvalid,    // ill-formed: `len` bytes (the maximal well-formed prefix, at least 1) to replace
 };
 struct Seq {
   SeqState state;
@@ -35,9 +37,6 @@ bool IsValid(std::string_view s);
 // Replaces each maximal ill-formed subsequence by U+FFFD (the Unicode "maximal subpart"
 // practice, as WHATWG decoders do). A truncated character at the end becomes one U+FFFD.
 std::string Sanitize(std::string_view s);
-
-// Appends the UTF-8 encoding of code point `cp` (must be <= 0x10FFFF, not a surrogate).
-void AppendCodepoint(std::string& out, uint32_t cp);
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 inline constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 '▁'

@@ -38,11 +38,5 @@ TEST(Utf8, SanitizeUsesMaximalSubparts) {
   EXPECT_EQ(Sanitize("\xFF" "x"), r + "x");
 }
 
-TEST(Utf8, AppendCodepoint) {
-  std::string s;
-  for (uint32_t cp : {0x41u, 0xE4u, 0x2581u, 0x1F999u}) AppendCodepoint(s, cp);
-  EXPECT_EQ(s, "A\xC3\xA4\xE2\x96\x81\xF0\x9F\xA6\x99");
-}
-
 }  // namespace
 }  // namespace ferry::utf8
