@@ -40,19 +40,14 @@ uint32_t NfdBase(uint32_t cp) {
 }
 
 uint32_t DecodeCodepoint(std::string_view s, size_t* len) {
-  const utf8::Seq q = utf8::Inspect(s);
-  if (q.state != utf8::SeqState::kComplete) {
+  size_t pos = 0;
+  uint32_t cp;
+  if (!utf8::DecodeCodepoint(s, &pos, &cp)) {
     *len = 1;
     return 0xFFFD;
   }
-  *len = q.len;
-  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(s[i])); };
-  switch (q.len) {
-    case 1: return b(0);
-    case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-    case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
-    default: return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
-  }
+  *len = pos;
+  return cp;
 }
 
 namespace {
