@@ -368,8 +368,8 @@ namespace {
 std::string MapCase(const std::string& s, bool upper) {
   bool ascii = true;
   for (unsigned char c : s) ascii = ascii && c < 0x80;
-  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
-  if (ascii || !utf8) {
+  static const locale_t c_utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+  if (ascii || !c_utf8) {
     std::string out = s;
     for (char& c : out) c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
     return out;
@@ -384,7 +384,7 @@ std::string MapCase(const std::string& s, bool upper) {
     }
     uint32_t v = len == 1 ? c : c & (0xFF >> (len + 1));
     for (size_t k = 1; k < len; ++k) v = (v << 6) | (static_cast<unsigned char>(cp[k]) & 0x3F);
-    uint32_t m = static_cast<uint32_t>(upper ? towupper_l(static_cast<wint_t>(v), utf8) : towlower_l(static_cast<wint_t>(v), utf8));
+    uint32_t m = static_cast<uint32_t>(upper ? towupper_l(static_cast<wint_t>(v), c_utf8) : towlower_l(static_cast<wint_t>(v), c_utf8));
     utf8::AppendCodepoint(out, m);
   }
   return out;
