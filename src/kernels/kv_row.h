@@ -43,6 +43,11 @@ inline size_t KvValueLead(size_t key_slot_bytes) {
   return (key_slot_bytes / 2 + 63) / 64 * 64;
 }
 
+// Bytes of one q8_0 / q4_0 block, a compile-time constant for the kernels' offsets (RowBytes(T,
+// 32) is the same number through a table lookup and a division).
+template <DType T>
+inline constexpr size_t kKvBlockBytes = T == DType::kQ8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+
 // Quant i of a q8_0 / q4_0 block (its fp16 scale first) as a signed int: q8_0 the int8, q4_0
 // the nibble - 8 (elements 0..15 the low nibbles, 16..31 the high ones).
 template <DType T>

@@ -19,9 +19,6 @@ namespace {
 
 constexpr int kKeys = internal::kAttnPvIntMaxKeys;
 
-template <DType T>
-constexpr size_t kBlockBytes = T == DType::kQ8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
-
 // dk[j]: key j's scale of the block at byte offset off (j < n_keys), 0 above: [kKeys].
 inline void BlockScales(const uint8_t* const* v, int n_keys, size_t off, float* dk) {
   alignas(16) uint16_t h[kKeys] = {};  // [key] the scales' fp16 bits
@@ -66,7 +63,7 @@ void AttnPvInt(const float* p, int ld_p, int n_rows, const uint8_t* const* v, in
                float* const* acc) {
   alignas(64) float dk[kKeys];  // [key] scales of the current block
   for (int b = 0; b < head_dim / 32; ++b) {
-    const size_t off = b * kBlockBytes<T>;
+    const size_t off = b * kKvBlockBytes<T>;
     BlockScales(v, n_keys, off, dk);
     ForRowBlocks<Kernel::kMaxRows>(n_rows, [&](auto nr, int r) {
       constexpr int kRows = decltype(nr)::value;

@@ -51,7 +51,7 @@ void ScoresQ8Block(const void* const* q, const uint8_t* const* k, int nk, int nb
   __m128 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm_setzero_ps();
   for (int b = 0; b < nb; ++b) {
-    const int64_t off = int64_t{b} * static_cast<int64_t>(RowBytes(T, 32)),
+    const int64_t off = int64_t{b} * static_cast<int64_t>(kKvBlockBytes<T>),
                   q_off = int64_t{b} * sizeof(block_q8_0);
     __m256i kq[4];
     uint16_t dh[4];

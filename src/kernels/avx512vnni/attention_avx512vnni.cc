@@ -2,14 +2,13 @@
 // the query in PrepareAttnQuery's q8_0 form). A group of up to 16 keys is transposed once into a
 // tile of dwords, [block][dword c][16 keys], of unsigned bytes (vpdpbusd multiplies unsigned by
 // signed bytes: q8_0 quants + 128, q4_0 nibbles as they are); every row then runs per block 8
-// vpdpbusd with its query's dwords broadcast, starting from -128 (q4_0: -8) * sum(q) so the lane
-// ends at the exact int32 dot,
-// and acc = fma(float(isum), dk * dq, acc): dispatch.h's q8_0 arithmetic, bit for bit the
+// vpdpbusd with its query's dwords broadcast from memory, then takes off 128 (q4_0: 8) * sum(q)
+// so the lane holds the exact int32 dot, and acc = fma(float(isum), dk * dq, acc): dispatch.h's
+// q8_0 arithmetic, bit for bit the
 // scalar twin's and the other tables'. Against the float keys-in-lanes kernel (dequantize,
 // transpose 16 x 16 floats, one FMA per value per row) a row needs a quarter of the
 // instructions per key and the tile a quarter of the shuffles (docs/benchmarks.md).
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/avx512/avx512_util.h"
 #include "kernels/avx512/pv_int_512.h"
@@ -36,15 +35,16 @@ inline __m256i UnsignedQuants(const uint8_t* block) {
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
   }
 }
-// The offset of UnsignedQuants: vpdpbusd adds it times sum(q) to the signed dot.
+// The offset of UnsignedQuants as a shift (128 = 1 << 7, 8 = 1 << 3): vpdpbusd adds offset x
+// sum(q) to the signed dot, which the rows take off after the block.
 template <DType T>
-constexpr int32_t kQuantOffset = T == DType::kQ8_0 ? 128 : 8;
+constexpr int kQuantOffsetShift = T == DType::kQ8_0 ? 7 : 3;
 
 // Block b of up to 16 keys (k: the first row, rows k_stride bytes apart; keys >= nk read as
 // zeros, scale 0): kt[c] lane j = dword c of key j's UnsignedQuants; *dk lane j = key j's scale.
 template <DType T>
 inline void LoadKeyTile(const uint8_t* k, int64_t k_stride, int nk, int b, __m512i kt[8], __m512* dk) {
-  const int64_t off = int64_t{b} * static_cast<int64_t>(RowBytes(T, 32));
+  const int64_t off = int64_t{b} * static_cast<int64_t>(kKvBlockBytes<T>);
   auto quants = [&](int j) {
     return j < nk ? UnsignedQuants<T>(k + j * k_stride + off) : _mm256_setzero_si256();
   };
@@ -77,10 +77,12 @@ inline void LoadKeyTile(const uint8_t* k, int64_t k_stride, int nk, int b, __m51
   *dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));  // the low 16 bits: the fp16 scale
 }
 
-inline int32_t QueryDword(const uint8_t* q, int64_t at) {
-  int32_t v;
-  std::memcpy(&v, q + at, 4);
-  return v;
+// acc += k (unsigned bytes) x the signed-byte dword at q, broadcast to every lane. In asm: GCC
+// does not fold the broadcast into vpdpbusd's memory operand, and a vpbroadcastd per vpdpbusd
+// doubles the scores' instructions.
+inline __m512i DpbusdBroadcast(__m512i acc, __m512i k, const uint8_t* q) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(k), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
 }
 
 // NR (1..8) rows against a tile of nb blocks: s[r][j] for the nk keys.
@@ -92,15 +94,16 @@ void ScoresQ8Rows(const void* const* q, const __m512i* kt, const __m512* dk, int
   for (int b = 0; b < nb; ++b) {
     const int64_t off = int64_t{b} * sizeof(block_q8_0) + 2;
     __m512i isum[NR];
-    for (int r = 0; r < NR; ++r)
-      isum[r] = _mm512_set1_epi32(-kQuantOffset<T> * internal::ActSumsQ8_0(q[r], nb)[b]);
+    for (int r = 0; r < NR; ++r) isum[r] = _mm512_setzero_si512();
     for (int c = 0; c < 8; ++c) {
       const __m512i kc = _mm512_load_si512(kt + 8 * b + c);
       for (int r = 0; r < NR; ++r)
-        isum[r] = _mm512_dpbusd_epi32(
-            isum[r], kc, _mm512_set1_epi32(QueryDword(static_cast<const uint8_t*>(q[r]), off + 4 * c)));
+        isum[r] = DpbusdBroadcast(isum[r], kc, static_cast<const uint8_t*>(q[r]) + off + 4 * c);
     }
     for (int r = 0; r < NR; ++r) {
+      const __m512i offset =
+          _mm512_slli_epi32(_mm512_set1_epi32(internal::ActSumsQ8_0(q[r], nb)[b]), kQuantOffsetShift<T>);
+      isum[r] = _mm512_sub_epi32(isum[r], offset);
       const float dq = internal::ActScales(q[r], nb, sizeof(block_q8_0))[b];
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(dk[b], _mm512_set1_ps(dq)), acc[r]);
     }

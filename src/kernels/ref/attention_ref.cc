@@ -33,7 +33,7 @@ template <DType T>
 void AttnScoresIntT(const void* const* q_form, int n_rows, const void* k, int64_t k_stride, int n_keys,
                     int head_dim, float scale, float* s, int ld_s) {
   const int nb = head_dim / 32;
-  const size_t block_bytes = RowBytes(T, 32);
+  const size_t block_bytes = kKvBlockBytes<T>;
   for (int r = 0; r < n_rows; ++r) {
     const auto* qb = static_cast<const block_q8_0*>(q_form[r]);
     const float* dq = internal::ActScales(q_form[r], nb, sizeof(block_q8_0));
@@ -70,7 +70,7 @@ void AttnPvT(const float* p, int ld_p, int n_rows, const void* v, int64_t v_stri
 template <DType T>
 void AttnPvIntT(const float* p, int ld_p, int n_rows, const uint8_t* const* v, int n_keys, int head_dim,
                 float* const* acc) {
-  const size_t block_bytes = RowBytes(T, 32);
+  const size_t block_bytes = kKvBlockBytes<T>;
   for (int r = 0; r < n_rows; ++r) {
     const float* pr = p + static_cast<int64_t>(r) * ld_p;
     for (int b = 0; b < head_dim / 32; ++b) {
