@@ -57,13 +57,23 @@ TEST(KvCacheCli, CacheRotateReachesTheCache) {
 TEST(KvCacheCli, BenchRunsEachTypeOfAList) {
   const std::string model = testing::TempDir() + "/kv-cli-list-tiny-hd64.gguf";
   ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
-  const std::string bench = "bench -m " + model + " -p 8 -n 4 -r 1 --bw-mib 16 -t 1 --json ";
+  const std::string bench = "bench -m " + model + " -p 8 -n 4 -r 2 --bw-mib 16 -t 1 --json ";
   auto types_of = [](const std::string& out) {
     std::vector<std::string> kv;
     size_t at = 0;
     for (size_t nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1) {
       const auto j = nlohmann::json::parse(out.substr(at, nl - at));
       EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+      // One sample per repetition, whose mean is the reported rate.
+      for (const char* test : {"prefill", "decode"}) {
+        const auto samples = j[std::string(test) + "_samples_ts"].get<std::vector<double>>();
+        EXPECT_EQ(samples.size(), 2u) << test;
+        if (samples.size() == 2) {
+          EXPECT_DOUBLE_EQ((samples[0] + samples[1]) / 2,
+                           j[std::string(test) + "_tokens_per_s"].get<double>())
+              << test;
+        }
+      }
       kv.push_back(j["type_k"].get<std::string>() + "/" + j["type_v"].get<std::string>());
     }
     return kv;
@@ -96,11 +106,11 @@ TEST(KvCacheCli, BenchRunsEachTypeOfAList) {
 // prompt test: its bytes per token (weights plus the K/V of the positions it reads) do not
 // depend on -p, and with -d they count the depth alone. A --kv-policy cache, which evicted part
 // of the context during the prompt test, gets the context again first instead of failing on
-// the rewind.
+// the rewind, and so at every repetition (the others keep the context of the first).
 TEST(KvCacheCli, BenchDecodesFromTheDepthAsLlamaBench) {
   const std::string model = testing::TempDir() + "/kv-cli-depth-tiny-hd64.gguf";
   ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
-  const std::string bench = "bench -m " + model + " -n 4 -r 1 --bw-mib 16 -t 1 --json --kv-cache-dtype f32 ";
+  const std::string bench = "bench -m " + model + " -n 4 -r 2 --bw-mib 16 -t 1 --json --kv-cache-dtype f32 ";
   auto bytes = [&](const std::string& args) {
     testing::CliResult r = Ferry(bench + args);
     EXPECT_EQ(r.code, 0) << r.err;
