@@ -3,6 +3,8 @@
 // perplexity is the same with and without it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -100,6 +102,36 @@ TEST(KvCacheCli, BenchRunsEachTypeOfAList) {
   testing::CliResult run = Ferry("run -m " + model + " -p hi -n 2 --kv-cache-dtype f32,q8_0");
   EXPECT_NE(run.code, 0);
   EXPECT_NE(run.err.find("a comma-separated list is for the model bench"), std::string::npos) << run.err;
+}
+
+// In the table form, each later type of a list gets a line per test against the first: the
+// ratio of the mean rates and the median, least and largest per-repetition ratio (a ratio of
+// means is a weighted mean of the pairs' ratios, so it lies between their least and largest).
+TEST(KvCacheCli, BenchComparesEachTypeOfAListWithTheFirst) {
+  const std::string model = testing::TempDir() + "/kv-cli-ratio-tiny-hd64.gguf";
+  ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
+  const std::string bench = "bench -m " + model + " -p 8 -n 4 -r 3 --bw-mib 16 -t 1 ";
+  testing::CliResult r = Ferry(bench + "--kv-cache-dtype f32,q4_0,f16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"q4_0/q4_0 vs f32/f32, prefill: x", "q4_0/q4_0 vs f32/f32, decode: x",
+                           "f16/f16 vs f32/f32, prefill: x", "f16/f16 vs f32/f32, decode: x"}) {
+    const size_t at = r.out.find(line);
+    ASSERT_NE(at, std::string::npos) << line << "\n" << r.out;
+    double means = 0, median = 0, lo = 0, hi = 0;
+    ASSERT_EQ(
+        std::sscanf(r.out.c_str() + at + std::strlen(line),
+                    "%lf of the means; per repetition median x%lf (x%lf .. x%lf)", &means, &median, &lo, &hi),
+        4)
+        << r.out.substr(at, 120);
+    EXPECT_GT(lo, 0) << line;
+    EXPECT_LE(lo, median) << line;
+    EXPECT_LE(median, hi) << line;
+    EXPECT_LE(lo, means + 1e-3) << line;  // the line prints 3 decimals
+    EXPECT_LE(means, hi + 1e-3) << line;
+  }
+  testing::CliResult one = Ferry(bench + "--kv-cache-dtype f32");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out.find(" vs "), std::string::npos) << one.out;
 }
 
 // The decode test starts at the context depth, as llama-bench's tg test does, not after the

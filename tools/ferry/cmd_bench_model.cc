@@ -66,6 +66,28 @@ MeanSd Stats(const std::vector<double>& v) {
   return r;
 }
 
+// One test of a KV-type list's entry against the list's first: the ratio of the mean rates,
+// and the median, least and largest of the per-repetition ratios (repetition r of both ran
+// back to back, so a pair shares the machine's state of that moment).
+struct PairRatio {
+  double of_means = 0, median = 0, lo = 0, hi = 0;
+};
+PairRatio RatioToFirst(const std::vector<double>& first, const std::vector<double>& other) {
+  PairRatio r;
+  const MeanSd a = Stats(first), b = Stats(other);
+  if (a.mean > 0) r.of_means = b.mean / a.mean;
+  std::vector<double> pairs;
+  for (size_t i = 0; i < std::min(first.size(), other.size()); ++i)
+    if (first[i] > 0) pairs.push_back(other[i] / first[i]);
+  if (pairs.empty()) return r;
+  std::sort(pairs.begin(), pairs.end());
+  const size_t n = pairs.size();
+  r.median = n % 2 ? pairs[n / 2] : (pairs[n / 2 - 1] + pairs[n / 2]) / 2;
+  r.lo = pairs.front();
+  r.hi = pairs.back();
+  return r;
+}
+
 // The type of the bulk of the weights: that of the largest 2-D tensor other than embeddings.
 std::string WeightTypeName(const formats::WeightSource& src) {
   // The type holding most bytes of the layers' matrices, then the others of a mix (Q4_K_M:
@@ -402,6 +424,17 @@ int RunModelBench(const BenchOpts& o) {
           "%s/%s: bytes per decoded token %.1f MB (weights %.1f MB + KV %.1f MB); decode efficiency %.1f%%\n",
           type_k(run.types).c_str(), DTypeName(run.types.v), f.tok_bytes / 1e6,
           static_cast<double>(m.WeightBytes()) / 1e6, f.kv_bytes / 1e6, f.eff * 100);
+    }
+    for (size_t i = 1; i < runs.size(); ++i) {  // each later type of a list against the first
+      auto line = [&](const char* test, const std::vector<double>& first, const std::vector<double>& other) {
+        if (first.empty()) return;
+        const PairRatio r = RatioToFirst(first, other);
+        std::printf("%s/%s vs %s/%s, %s: x%.3f of the means; per repetition median x%.3f (x%.3f .. x%.3f)\n",
+                    type_k(runs[i].types).c_str(), DTypeName(runs[i].types.v), type_k(runs[0].types).c_str(),
+                    DTypeName(runs[0].types.v), test, r.of_means, r.median, r.lo, r.hi);
+      };
+      line("prefill", runs[0].pp, runs[i].pp);
+      line("decode", runs[0].tg, runs[i].tg);
     }
     if (!spec_tps.empty())
       std::printf(
