@@ -16,6 +16,8 @@
 
 namespace ferry::llama_internal {
 
+// One layer's weights as loaded: this tensor rank's share of the heads and FFN rows, packed
+// where the kernels repack.
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;            // [dim]; empty without pre norms (olmo2)
   std::vector<float> attn_post_norm, ffn_post_norm;  // [dim] (cfg.post_norms), else empty
