@@ -4,10 +4,10 @@
 // signed bytes: q8_0 quants + 128, q4_0 nibbles as they are); every row then runs per block 8
 // vpdpbusd with its query's dwords broadcast from memory, then takes off 128 (q4_0: 8) * sum(q)
 // so the lane holds the exact int32 dot, and acc = fma(float(isum), dk * dq, acc): dispatch.h's
-// q8_0 arithmetic, bit for bit the
-// scalar twin's and the other tables'. Against the float keys-in-lanes kernel (dequantize,
-// transpose 16 x 16 floats, one FMA per value per row) a row needs a quarter of the
-// instructions per key and the tile a quarter of the shuffles (docs/benchmarks.md).
+// q8_0 arithmetic, bit for bit the scalar twin's and the other tables'. Against the float
+// keys-in-lanes kernel (dequantize, transpose 16 x 16 floats, one FMA per value per row) a row
+// needs a quarter of the instructions per key and the tile a quarter of the shuffles
+// (docs/benchmarks.md).
 #include <cstdint>
 
 #include "kernels/avx512/avx512_util.h"
