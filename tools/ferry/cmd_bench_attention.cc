@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/timer.h"
+#include "bench_median.h"
 #include "commands.h"
 #include "core/thread_pool.h"
 #include "engine/loaded_model.h"
@@ -140,15 +141,11 @@ int RunAttentionBench(const AttnBenchOpts& o) {
       runs[i]->ratio.push_back(ms[0] / ms[i]);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   if (!o.json)
     std::printf("%-32s %12s %12s %14s  skipped (decode steps)\n", "config", "ms/token", "tok/s",
                 "speedup vs dense");
   for (const auto& r : runs) {
-    const double m = median(r->ms), sp = median(r->ratio);
+    const double m = Median(r->ms), sp = Median(r->ratio);
     const std::string rep = SparsityReport(*r->lm.model, r->stats);
     if (o.json) {
       nlohmann::json j = {{"config", r->name},      {"depth", o.depth},

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/timer.h"
+#include "bench_median.h"
 #include "commands.h"
 #include "core/thread_pool.h"
 #include "engine/engine_core.h"
@@ -80,11 +81,9 @@ PairRatio RatioToFirst(const std::vector<double>& first, const std::vector<doubl
   for (size_t i = 0; i < std::min(first.size(), other.size()); ++i)
     if (first[i] > 0) pairs.push_back(other[i] / first[i]);
   if (pairs.empty()) return r;
-  std::sort(pairs.begin(), pairs.end());
-  const size_t n = pairs.size();
-  r.median = n % 2 ? pairs[n / 2] : (pairs[n / 2 - 1] + pairs[n / 2]) / 2;
-  r.lo = pairs.front();
-  r.hi = pairs.back();
+  r.median = Median(pairs);
+  r.lo = *std::min_element(pairs.begin(), pairs.end());
+  r.hi = *std::max_element(pairs.begin(), pairs.end());
   return r;
 }
 

@@ -1,0 +1,17 @@
+// The median of a benchmark's samples (the mean of the middle two for an even count), shared by
+// the bench commands that report per-repetition figures.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+namespace ferry {
+
+// v must not be empty.
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace ferry
