@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -34,8 +35,15 @@ TEST(SyntheticModel, WritesOneTensorAtATime) {
   const int64_t grown = PeakResidentBytes() - before;
   const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
   EXPECT_GT(file_bytes, 140'000'000);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine (256 MB by default) keeps freed tensors resident, so under FERRY_SANITIZE
+  // the peak says nothing about what the writer holds at once; the rest of the test still runs.
+  std::fprintf(stderr, "peak resident set not checked under AddressSanitizer (grew by %lld bytes)\n",
+               static_cast<long long>(grown));
+#else
   EXPECT_LT(grown, file_bytes / 2) << "peak resident set grew by " << grown << " bytes for a " << file_bytes
                                    << "-byte file";
+#endif
 
   auto src = formats::OpenWeightSource(path);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
