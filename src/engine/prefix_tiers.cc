@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/timer.h"
+#include "core/median.h"
 #include "engine/micro_batches.h"
 #include "kv/block_file.h"
 #include "model/scratch.h"
@@ -43,11 +44,6 @@ uint64_t PrefixTierFingerprint(uint64_t model_fingerprint, const ModelConfig& mc
 }
 
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds to read and verify one block file that is not in the page cache.
 StatusOr<double> MeasureRead(const std::string& dir, size_t block_bytes) {

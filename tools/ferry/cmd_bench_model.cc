@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "base/timer.h"
-#include "bench_median.h"
 #include "commands.h"
+#include "core/median.h"
 #include "core/thread_pool.h"
 #include "engine/engine_core.h"
 #include "engine/loaded_model.h"

@@ -1,5 +1,5 @@
-// The median of a benchmark's samples (the mean of the middle two for an even count), shared by
-// the bench commands that report per-repetition figures.
+// The median of timing samples (the mean of the middle two for an even count): the bench
+// commands' per-repetition figures and the prefix tiers' start-up cost probes.
 #pragma once
 
 #include <algorithm>
