@@ -47,9 +47,9 @@ void SoftCap(float* x, int64_t n, float cap) {
   internal::Table().softcap(x, n, cap);
 }
 
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox) {
-  // O(n_heads * head_dim) with one sin/cos per pair: not worth an ISA variant.
-  ref::Rope(x, n_heads, head_dim, rot_dim, pos, inv_freq, neox);
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, bool neox) {
+  // O(n_heads * head_dim), the angles given: not worth an ISA variant.
+  ref::Rope(x, n_heads, head_dim, rot_dim, cs, neox);
 }
 
 void HadamardRotate(float* x, int n_heads, int head_dim) {

@@ -165,11 +165,12 @@ void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
 
 // Rotary embedding in place on x: [n_heads, head_dim], rotating the first rot_dim dims of
-// each head by angle pos * inv_freq[j] for pair j (inv_freq: [rot_dim/2], precomputed by the
-// model with any scaling such as llama3's already applied).
+// each head; cs: [rot_dim/2, 2] the cos and sin of pair j's angle (the model's RopeAngles, any
+// scaling and magnitude applied). Each pair (x0, x1) becomes (fma(x0, c, -(x1 s)),
+// fma(x0, s, x1 c)): llama.cpp's rotation as GCC compiles it on x86, bit for bit.
 //   neox = false: pairs are (2j, 2j+1) (llama.cpp LLAMA "normal" rope, llama2.c).
 //   neox = true:  pairs are (j, j + rot_dim/2) (HF rotate-half, qwen2).
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, bool neox);
 
 // x: [n_heads, head_dim] in place, each head times the orthonormal Walsh-Hadamard matrix
 // H / sqrt(head_dim) (head_dim a power of two; H symmetric, so applying it twice is the

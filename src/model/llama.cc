@@ -43,6 +43,7 @@ enum Slot : int {
   kMlaIn,   // [n_heads, n, max(nope, kv_lora)] per-head inputs of W_UK^T / W_UV
   kMlaOut,  // [n_heads, n, max(kv_lora, v_dim)] their outputs
   kMlaV,    // [n, n_heads v_dim]
+  kRope,    // [rot_dim/2, 2] one position's RoPE cos and sin
 };
 enum IntSlot : int { kKvSlots, kRowTopK };
 enum ByteSlot : int { kLogitsSend, kLogitsAll };
@@ -218,6 +219,7 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
     Apply(p, l, LinearKind::kK, *blk.wk, xn, k_rows);
     Apply(p, l, LinearKind::kV, *blk.wv, xn, v_rows);
   }
+  float* cs = p.s.layer.Floats(kRope, c.rot_dim);  // [rot_dim/2, 2]
   for (int64_t i = 0; i < n; ++i) {
     float *qi = q_rows + i * q_stride, *ki = k_rows + i * kv_stride, *vi = v_rows + i * kv_stride;
     if (blk.bq) {
@@ -233,15 +235,10 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
       for (int h = 0; h < blk.n_kv; ++h)
         kernels::RmsNorm(ki + h * hd, blk.k_norm, ki + h * hd, hd, c.rms_eps);
     }
-    const int32_t pos = p.b.positions[static_cast<size_t>(i)];
     if (c.UsesRope(l)) {  // SmolLM3's NoPE layers attend by content alone
-      const float* freq = c.IsSlidingLayer(l) ? inv_freq_swa_.data() : p.inv_freq;
-      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
-      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, pos, freq, c.rope_neox);
-      if (c.rope_attn_factor != 1.0f) {  // LongRoPE's scaled cos/sin: the rotated dims only
-        for (int h = 0; h < blk.n_q; ++h) ScaleInPlace(qi + h * hd, c.rot_dim, c.rope_attn_factor);
-        for (int h = 0; h < blk.n_kv; ++h) ScaleInPlace(ki + h * hd, c.rot_dim, c.rope_attn_factor);
-      }
+      (c.IsSlidingLayer(l) ? rope_swa_ : p.rope).Fill(p.b.positions[static_cast<size_t>(i)], cs);
+      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, cs, c.rope_neox);
+      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, cs, c.rope_neox);
     }
     if (p.kv.types().rotate_k) {  // --cache-rotate: q.k unchanged, K's outliers spread before rounding
       kernels::HadamardRotate(qi, blk.n_q, hd);
@@ -309,19 +306,16 @@ void LlamaModel::MlaAttention(const Pass& p, int32_t l, const float* xn, float* 
   float* kv = p.s.layer.Floats(kMlaKv, n * hd);  // [n, kv_lora | rope]
   w.wkv_a.Apply(xn, n, kv, p.pool);
   float* q = p.s.layer.Floats(kQ, n * nh * hd);  // [n, n_heads, kv_lora | rope] what attention reads
+  float* cs = p.s.layer.Floats(kRope, rot);      // [rot/2, 2]
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t pos = p.b.positions[static_cast<size_t>(i)];
     float *ki = kv + i * hd, *qi = q + i * nh * hd;
     kernels::RmsNorm(ki, w.kv_a_norm.data(), ki, rank, c.rms_eps);
     for (int64_t h = 0; h < nh; ++h) std::copy_n(qh + (i * nh + h) * kd + nope, rot, qi + h * hd + rank);
     // The rope parts sit at offset kv_lora of each row: Rope rotates the first rot of each.
-    kernels::Rope(ki + rank, 1, static_cast<int>(hd), static_cast<int>(rot), pos, p.inv_freq, c.rope_neox);
-    kernels::Rope(qi + rank, static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(rot), pos,
-                  p.inv_freq, c.rope_neox);
-    if (c.rope_attn_factor != 1.0f) {  // YaRN's magnitude on the rotated dims
-      ScaleInPlace(ki + rank, rot, c.rope_attn_factor);
-      for (int64_t h = 0; h < nh; ++h) ScaleInPlace(qi + h * hd + rank, rot, c.rope_attn_factor);
-    }
+    p.rope.Fill(p.b.positions[static_cast<size_t>(i)], cs);
+    kernels::Rope(ki + rank, 1, static_cast<int>(hd), static_cast<int>(rot), cs, c.rope_neox);
+    kernels::Rope(qi + rank, static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(rot), cs,
+                  c.rope_neox);
     const int32_t seq = p.b.seq_ids[static_cast<size_t>(i)], slot = p.slots[i];
     p.kv.StoreKey(l, seq, slot, ki);
     // V is the latent part of the same row: in it (KvCacheTypesFor's layout), or a copy beside it
@@ -452,8 +446,8 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                            !kv.AttentionWeightSums(0, b.seq_ids[0]);
   // LongRoPE (phi3): the long factors when the cache holds a longer context than the original
   // one, as llama.cpp decides by n_ctx_seq; the same for every token of the pass.
-  const float* inv_freq = c.UsesLongRopeFactors(kv.MaxSeqLen()) ? inv_freq_long_.data() : inv_freq_.data();
-  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs, inv_freq};
+  const RopeAngles& rope = c.UsesLongRopeFactors(kv.MaxSeqLen()) ? rope_long_ : rope_;
+  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs, rope};
   const int64_t dim = c.dim;
   float* x = s.layer.Floats(kX, n * dim);      // [n, dim] residual stream
   float* xn = s.layer.Floats(kXn, n * dim);    // [n, dim] normalized

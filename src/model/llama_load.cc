@@ -271,54 +271,39 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Load(const formats::WeightSource& s
     FERRY_ASSIGN_OR_RETURN(m->sparse_ffn_, SparseFfn::Create(options.sparsity, cfg, ffns, &pack_pool));
   }
 
-  // theta_j = pos * base^(-2j/rot_dim) * freq_scale / factor_j, the exponent built up
-  // multiplicatively in float as llama.cpp does, so angles agree to the last bit or so.
-  // Divisors per pair: llama3's rope_freqs.weight; or Phi-3 LongRoPE's short and long factors
-  // (llama.cpp get_rope_factors: rope_freqs first, else long when the context exceeds
-  // n_ctx_orig, else short; either may be missing, then 1).
+  // RoPE: theta_j = pos * base^(-2j/rot_dim) / factor_j * freq_scale (RopeAngles: as llama.cpp
+  // computes it). Divisors per pair: llama3's rope_freqs.weight; or Phi-3 LongRoPE's short and
+  // long factors (llama.cpp get_rope_factors: rope_freqs first, else long when the context
+  // exceeds n_ctx_orig, else short; either may be missing, then none).
   const int32_t half = cfg.rot_dim / 2;
-  const std::vector<float> ones(static_cast<size_t>(half), 1.0f);
   auto factors = [&](const char* name) -> StatusOr<std::vector<float>> {
     if (r.Has("rope_freqs.weight")) return r.Vector("rope_freqs.weight", half);
     if (r.Has(name)) return r.Vector(name, half);
-    return ones;
+    return std::vector<float>{};
   };
-  FERRY_ASSIGN_OR_RETURN(const std::vector<float> short_factors, factors("rope_factors_short.weight"));
-  FERRY_ASSIGN_OR_RETURN(const std::vector<float> long_factors, factors("rope_factors_long.weight"));
-  // YaRN (gpt-oss): pair j's frequency is freq_scale * f (1 - ramp_j) + f ramp_j, ramp_j = 1 below
-  // the correction dim of beta_fast, 0 above that of beta_slow, linear between (ggml's
-  // rope_yarn_corr_dims and rope_yarn_ramp, ext_factor 1).
-  float corr_lo = 0.0f, corr_hi = 0.0f;
-  auto yarn_corr_dims = [&](float theta) {
+  FERRY_ASSIGN_OR_RETURN(std::vector<float> short_factors, factors("rope_factors_short.weight"));
+  FERRY_ASSIGN_OR_RETURN(std::vector<float> long_factors, factors("rope_factors_long.weight"));
+  // YaRN (gpt-oss): the ramp over the correction dims of beta_fast and beta_slow at n_ctx_orig
+  // (ggml's rope_yarn_corr_dims, ext_factor 1).
+  auto yarn_ramp = [&](float theta) {
+    RopeAngles::YarnRamp y;
+    if (!cfg.rope_yarn) return y;
     auto corr_dim = [&](float n_rot) {
       return static_cast<float>(cfg.rot_dim) *
              std::log(static_cast<float>(cfg.n_ctx_orig) / (n_rot * 2 * 3.14159265358979323846f)) /
              (2 * std::log(theta));
     };
-    corr_lo = std::max(0.0f, std::floor(corr_dim(cfg.yarn_beta_fast)));
-    corr_hi = std::min(static_cast<float>(cfg.rot_dim - 1), std::ceil(corr_dim(cfg.yarn_beta_slow)));
+    y.enabled = true;
+    y.lo = std::max(0.0f, std::floor(corr_dim(cfg.yarn_beta_fast)));
+    y.hi = std::min(static_cast<float>(cfg.rot_dim - 1), std::ceil(corr_dim(cfg.yarn_beta_slow)));
+    return y;
   };
-  auto inv_freq = [&](float theta, float freq_scale, const std::vector<float>& div) {
-    const float theta_scale = std::pow(theta, -2.0f / static_cast<float>(cfg.rot_dim));
-    if (cfg.rope_yarn) yarn_corr_dims(theta);
-    std::vector<float> out;
-    float base = 1.0f;
-    for (int32_t j = 0; j < half; ++j) {
-      const float f = base / div[static_cast<size_t>(j)];
-      if (cfg.rope_yarn) {
-        const float y = (static_cast<float>(j) - corr_lo) / std::max(0.001f, corr_hi - corr_lo);
-        const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, y));
-        out.push_back(freq_scale * f * (1.0f - ramp) + f * ramp);
-      } else {
-        out.push_back(base * freq_scale / div[static_cast<size_t>(j)]);
-      }
-      base *= theta_scale;
-    }
-    return out;
-  };
-  m->inv_freq_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale, short_factors);
-  m->inv_freq_long_ = inv_freq(cfg.rope_theta, cfg.rope_freq_scale, long_factors);
-  m->inv_freq_swa_ = inv_freq(cfg.rope_theta_swa, cfg.rope_freq_scale_swa, short_factors);
+  m->rope_ = RopeAngles(cfg.rot_dim, cfg.rope_theta, cfg.rope_freq_scale, short_factors,
+                        yarn_ramp(cfg.rope_theta), cfg.rope_attn_factor);
+  m->rope_long_ = RopeAngles(cfg.rot_dim, cfg.rope_theta, cfg.rope_freq_scale, std::move(long_factors),
+                             yarn_ramp(cfg.rope_theta), cfg.rope_attn_factor);
+  m->rope_swa_ = RopeAngles(cfg.rot_dim, cfg.rope_theta_swa, cfg.rope_freq_scale_swa,
+                            std::move(short_factors), yarn_ramp(cfg.rope_theta_swa), cfg.rope_attn_factor);
   FERRY_RETURN_IF_ERROR(m->attn_sparsity_.Configure(m->sparsity_, cfg, m->AttentionRefs()));
   // The forward pass and the caller's KV cache see this rank's share of the heads and FFN.
   m->config_.n_heads = m->shard_.n_q;

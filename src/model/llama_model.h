@@ -12,6 +12,7 @@
 #include "model/linear.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "model/rope_angles.h"
 #include "model/sparse_ffn.h"
 
 namespace ferry::llama_internal {
@@ -76,9 +77,9 @@ class LlamaModel final : public Model {
     SparsityStats* stats;        // null: not counted
     const ActivationTaps* taps;  // null: none (fused projections allowed)
     ForwardScratch& s;
-    const int32_t* slots;   // [n] where each token's K/V live
-    bool spread_runs;       // decode batch: one run per thread (see Forward)
-    const float* inv_freq;  // [rot_dim/2] the global layers' RoPE table for this cache's context
+    const int32_t* slots;    // [n] where each token's K/V live
+    bool spread_runs;        // decode batch: one run per thread (see Forward)
+    const RopeAngles& rope;  // the global layers' RoPE angles for this cache's context
   };
 
   Status CheckBatch(const ForwardBatch& batch, const KvCache& kv) const;
@@ -132,9 +133,9 @@ class LlamaModel final : public Model {
   Linear output_;                   // [n_vocab, dim] (= token_embd_ when tied)
   std::vector<float> output_norm_;  // [dim]
   std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;       // [rot_dim/2] RoPE angle per position, scaling applied
-  std::vector<float> inv_freq_long_;  // [rot_dim/2] the same with LongRoPE's long factors (phi3)
-  std::vector<float> inv_freq_swa_;   // [rot_dim/2] the same for sliding-window layers (gemma)
+  RopeAngles rope_;       // RoPE angles, scaling applied
+  RopeAngles rope_long_;  // the same with LongRoPE's long factors (phi3)
+  RopeAngles rope_swa_;   // the same for sliding-window layers (gemma)
   size_t weight_bytes_ = 0;
   SparseAttention attn_sparsity_;  // pruned heads (built at load), value skipping, progressive precision
   std::unique_ptr<SparseFfn> sparse_ffn_;  // contextual FFN sparsity when asked for at load

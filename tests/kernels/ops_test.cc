@@ -288,27 +288,27 @@ TEST(Ops, AddRmsNormEqualsAddThenRmsNorm) {
 }
 
 TEST(Ops, RopeNormalAndNeoxKnownValues) {
-  const float inv_freq[2] = {1.0f, 0.5f};
+  const float cs[4] = {std::cos(1.0f), std::sin(1.0f), std::cos(0.5f), std::sin(0.5f)};  // angles 1, 0.5
   float x[4] = {1, 0, 0, 1};
-  Rope(x, 1, 4, 4, 1, inv_freq, /*neox=*/false);
+  Rope(x, 1, 4, 4, cs, /*neox=*/false);
   EXPECT_NEAR(x[0], std::cos(1.0f), 1e-7);
   EXPECT_NEAR(x[1], std::sin(1.0f), 1e-7);
   EXPECT_NEAR(x[2], -std::sin(0.5f), 1e-7);
   EXPECT_NEAR(x[3], std::cos(0.5f), 1e-7);
   float y[4] = {1, 0, 0, 1};
-  Rope(y, 1, 4, 4, 1, inv_freq, /*neox=*/true);
+  Rope(y, 1, 4, 4, cs, /*neox=*/true);
   EXPECT_NEAR(y[0], std::cos(1.0f), 1e-7);  // pair (0, 2) by angle 1
   EXPECT_NEAR(y[2], std::sin(1.0f), 1e-7);
   EXPECT_NEAR(y[1], -std::sin(0.5f), 1e-7);  // pair (1, 3) by angle 0.5
   EXPECT_NEAR(y[3], std::cos(0.5f), 1e-7);
 }
 
-TEST(Ops, RopePartialRotationAndHeadsAndPosition) {
-  const float inv_freq[1] = {0.25f};
+TEST(Ops, RopePartialRotationAndHeads) {
+  const float c = std::cos(1.5f), s = std::sin(1.5f);
+  const float cs[2] = {c, s};
   // 2 heads of dim 4, only the first 2 dims rotate.
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  Rope(x, 2, 4, 2, 6, inv_freq, false);
-  const float c = std::cos(1.5f), s = std::sin(1.5f);
+  Rope(x, 2, 4, 2, cs, false);
   EXPECT_NEAR(x[0], 1 * c - 2 * s, 1e-6);
   EXPECT_NEAR(x[1], 1 * s + 2 * c, 1e-6);
   EXPECT_EQ(x[2], 3.f);
@@ -316,9 +316,9 @@ TEST(Ops, RopePartialRotationAndHeadsAndPosition) {
   EXPECT_NEAR(x[4], 5 * c - 6 * s, 1e-6);
   EXPECT_NEAR(x[5], 5 * s + 6 * c, 1e-6);
   EXPECT_EQ(x[7], 8.f);
-  const float inv_freq2[2] = {1.0f, 0.1f};
+  const float identity[4] = {1, 0, 1, 0};
   float z[4] = {1, 2, 3, 4};
-  Rope(z, 1, 4, 4, 0, inv_freq2, true);  // position 0 is the identity
+  Rope(z, 1, 4, 4, identity, true);
   EXPECT_EQ(z[0], 1.f);
   EXPECT_EQ(z[3], 4.f);
 }

@@ -122,18 +122,18 @@ void HadamardRotate(float* x, int n_heads, int head_dim) {
   }
 }
 
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox) {
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, bool neox) {
   const int half = rot_dim / 2;
   for (int j = 0; j < half; ++j) {
-    const float theta = static_cast<float>(pos) * inv_freq[j];
-    const float c = std::cos(theta), s = std::sin(theta);
+    const float c = cs[2 * j], s = cs[2 * j + 1];
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + static_cast<int64_t>(h) * head_dim;
       const int i0 = neox ? j : 2 * j;
       const int i1 = neox ? j + half : 2 * j + 1;
       const float x0 = v[i0], x1 = v[i1];
-      v[i0] = x0 * c - x1 * s;
-      v[i1] = x0 * s + x1 * c;
+      // llama.cpp's rotate_pairs as GCC contracts it on x86 (one product rounded, the other fused)
+      v[i0] = std::fma(x0, c, -(x1 * s));
+      v[i1] = std::fma(x0, s, x1 * c);
     }
   }
 }

@@ -90,7 +90,7 @@ const uint16_t* GeluFp16Table();
 void SoftCap(float* x, int64_t n, float cap);
 void SwigluOaiMul(const float* gate, const float* up, float* out, int64_t n);
 void AddInPlace(float* y, const float* x, int64_t n);
-void Rope(float* x, int n_heads, int head_dim, int rot_dim, int32_t pos, const float* inv_freq, bool neox);
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, bool neox);
 void HadamardRotate(float* x, int n_heads, int head_dim);
 
 // Head row `row` (= token slot * n_kv_heads + KV head) of a KV cache of type t, as floats [head_dim].
