@@ -29,8 +29,7 @@ class RopeAngles {
   RopeAngles(int32_t rot_dim, float base, float freq_scale, std::vector<float> factors, YarnRamp yarn,
              float magnitude);
 
-  int32_t pairs() const { return pairs_; }
-  // cs: [pairs(), 2] the cos and sin of each pair's angle at position pos.
+  // cs: [rot_dim/2, 2] the cos and sin of each pair's angle at position pos.
   void Fill(int32_t pos, float* cs) const;
 
  private:
