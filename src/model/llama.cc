@@ -37,13 +37,14 @@ enum Slot : int {
   kGateUp,
   kTapped,
   kLogitsPart,
-  kMlaQa,   // [n, q_lora]
-  kMlaQ,    // [n, n_heads, mla_k_dim] the heads' own queries
-  kMlaKv,   // [n, kv_lora + rot] latent rows
-  kMlaIn,   // [n_heads, n, max(nope, kv_lora)] per-head inputs of W_UK^T / W_UV
-  kMlaOut,  // [n_heads, n, max(kv_lora, v_dim)] their outputs
-  kMlaV,    // [n, n_heads v_dim]
-  kRope,    // [rot_dim/2, 2] one position's RoPE cos and sin
+  kMlaQa,    // [n, q_lora]
+  kMlaQ,     // [n, n_heads, mla_k_dim] the heads' own queries
+  kMlaKv,    // [n, kv_lora + rot] latent rows
+  kMlaIn,    // [n_heads, n, max(nope, kv_lora)] per-head inputs of W_UK^T / W_UV
+  kMlaOut,   // [n_heads, n, max(kv_lora, v_dim)] their outputs
+  kMlaV,     // [n, n_heads v_dim]
+  kRope,     // [n, rot_dim/2, 2] each token's RoPE cos and sin (global layers)
+  kRopeSwa,  // [n, rot_dim/2, 2] the same for sliding-window layers (their own base)
 };
 enum IntSlot : int { kKvSlots, kRowTopK };
 enum ByteSlot : int { kLogitsSend, kLogitsAll };
@@ -219,7 +220,7 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
     Apply(p, l, LinearKind::kK, *blk.wk, xn, k_rows);
     Apply(p, l, LinearKind::kV, *blk.wv, xn, v_rows);
   }
-  float* cs = p.s.layer.Floats(kRope, c.rot_dim);  // [rot_dim/2, 2]
+  const float* cs = c.IsSlidingLayer(l) ? p.rope_cs_swa : p.rope_cs;  // [n, rot_dim/2, 2]
   for (int64_t i = 0; i < n; ++i) {
     float *qi = q_rows + i * q_stride, *ki = k_rows + i * kv_stride, *vi = v_rows + i * kv_stride;
     if (blk.bq) {
@@ -236,9 +237,8 @@ void LlamaModel::Attention(const Pass& p, int32_t l, const float* xn, float* out
         kernels::RmsNorm(ki + h * hd, blk.k_norm, ki + h * hd, hd, c.rms_eps);
     }
     if (c.UsesRope(l)) {  // SmolLM3's NoPE layers attend by content alone
-      (c.IsSlidingLayer(l) ? rope_swa_ : p.rope).Fill(p.b.positions[static_cast<size_t>(i)], cs);
-      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, cs, c.rope_neox);
-      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, cs, c.rope_neox);
+      kernels::Rope(qi, blk.n_q, c.head_dim, c.rot_dim, cs + i * c.rot_dim, c.rope_neox);
+      kernels::Rope(ki, blk.n_kv, c.head_dim, c.rot_dim, cs + i * c.rot_dim, c.rope_neox);
     }
     if (p.kv.types().rotate_k) {  // --cache-rotate: q.k unchanged, K's outliers spread before rounding
       kernels::HadamardRotate(qi, blk.n_q, hd);
@@ -306,13 +306,12 @@ void LlamaModel::MlaAttention(const Pass& p, int32_t l, const float* xn, float* 
   float* kv = p.s.layer.Floats(kMlaKv, n * hd);  // [n, kv_lora | rope]
   w.wkv_a.Apply(xn, n, kv, p.pool);
   float* q = p.s.layer.Floats(kQ, n * nh * hd);  // [n, n_heads, kv_lora | rope] what attention reads
-  float* cs = p.s.layer.Floats(kRope, rot);      // [rot/2, 2]
   for (int64_t i = 0; i < n; ++i) {
     float *ki = kv + i * hd, *qi = q + i * nh * hd;
     kernels::RmsNorm(ki, w.kv_a_norm.data(), ki, rank, c.rms_eps);
     for (int64_t h = 0; h < nh; ++h) std::copy_n(qh + (i * nh + h) * kd + nope, rot, qi + h * hd + rank);
     // The rope parts sit at offset kv_lora of each row: Rope rotates the first rot of each.
-    p.rope.Fill(p.b.positions[static_cast<size_t>(i)], cs);
+    const float* cs = p.rope_cs + i * rot;  // [rot/2, 2]
     kernels::Rope(ki + rank, 1, static_cast<int>(hd), static_cast<int>(rot), cs, c.rope_neox);
     kernels::Rope(qi + rank, static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(rot), cs,
                   c.rope_neox);
@@ -446,8 +445,17 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                            !kv.AttentionWeightSums(0, b.seq_ids[0]);
   // LongRoPE (phi3): the long factors when the cache holds a longer context than the original
   // one, as llama.cpp decides by n_ctx_seq; the same for every token of the pass.
+  // The angles once per token for every layer of the pass.
   const RopeAngles& rope = c.UsesLongRopeFactors(kv.MaxSeqLen()) ? rope_long_ : rope_;
-  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs, rope};
+  float* rope_cs = s.layer.Floats(kRope, n * c.rot_dim);  // [n, rot_dim/2, 2]
+  for (int64_t i = 0; i < n; ++i) rope.Fill(b.positions[static_cast<size_t>(i)], rope_cs + i * c.rot_dim);
+  float* rope_cs_swa = nullptr;
+  if (!c.swa_layers.empty() && c.sliding_window > 0) {
+    rope_cs_swa = s.layer.Floats(kRopeSwa, n * c.rot_dim);  // [n, rot_dim/2, 2]
+    for (int64_t i = 0; i < n; ++i)
+      rope_swa_.Fill(b.positions[static_cast<size_t>(i)], rope_cs_swa + i * c.rot_dim);
+  }
+  const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs, rope_cs, rope_cs_swa};
   const int64_t dim = c.dim;
   float* x = s.layer.Floats(kX, n * dim);      // [n, dim] residual stream
   float* xn = s.layer.Floats(kXn, n * dim);    // [n, dim] normalized

@@ -77,9 +77,10 @@ class LlamaModel final : public Model {
     SparsityStats* stats;        // null: not counted
     const ActivationTaps* taps;  // null: none (fused projections allowed)
     ForwardScratch& s;
-    const int32_t* slots;    // [n] where each token's K/V live
-    bool spread_runs;        // decode batch: one run per thread (see Forward)
-    const RopeAngles& rope;  // the global layers' RoPE angles for this cache's context
+    const int32_t* slots;      // [n] where each token's K/V live
+    bool spread_runs;          // decode batch: one run per thread (see Forward)
+    const float* rope_cs;      // [n, rot_dim/2, 2] each token's RoPE cos and sin (global layers)
+    const float* rope_cs_swa;  // [n, rot_dim/2, 2] the same for sliding-window layers, or null
   };
 
   Status CheckBatch(const ForwardBatch& batch, const KvCache& kv) const;
