@@ -445,16 +445,14 @@ Status LlamaModel::Forward(const ForwardBatch& b, KvCache& kv, float* logits, Th
                            !kv.AttentionWeightSums(0, b.seq_ids[0]);
   // LongRoPE (phi3): the long factors when the cache holds a longer context than the original
   // one, as llama.cpp decides by n_ctx_seq; the same for every token of the pass.
-  // The angles once per token for every layer of the pass.
-  const RopeAngles& rope = c.UsesLongRopeFactors(kv.MaxSeqLen()) ? rope_long_ : rope_;
-  float* rope_cs = s.layer.Floats(kRope, n * c.rot_dim);  // [n, rot_dim/2, 2]
-  for (int64_t i = 0; i < n; ++i) rope.Fill(b.positions[static_cast<size_t>(i)], rope_cs + i * c.rot_dim);
-  float* rope_cs_swa = nullptr;
-  if (!c.swa_layers.empty() && c.sliding_window > 0) {
-    rope_cs_swa = s.layer.Floats(kRopeSwa, n * c.rot_dim);  // [n, rot_dim/2, 2]
-    for (int64_t i = 0; i < n; ++i)
-      rope_swa_.Fill(b.positions[static_cast<size_t>(i)], rope_cs_swa + i * c.rot_dim);
-  }
+  // The angles once per token for every layer of the pass: [n, rot_dim/2, 2] per table.
+  auto angles = [&](const RopeAngles& rope, int slot) {
+    float* cs = s.layer.Floats(slot, n * c.rot_dim);
+    for (int64_t i = 0; i < n; ++i) rope.Fill(b.positions[static_cast<size_t>(i)], cs + i * c.rot_dim);
+    return cs;
+  };
+  const float* rope_cs = angles(c.UsesLongRopeFactors(kv.MaxSeqLen()) ? rope_long_ : rope_, kRope);
+  const float* rope_cs_swa = c.HasSlidingLayers() ? angles(rope_swa_, kRopeSwa) : nullptr;
   const Pass p{b, n, kv, pool, so, options.stats, options.taps, s, slots, spread_runs, rope_cs, rope_cs_swa};
   const int64_t dim = c.dim;
   float* x = s.layer.Floats(kX, n * dim);      // [n, dim] residual stream

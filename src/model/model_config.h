@@ -61,8 +61,9 @@ struct ModelConfig {
   // sliding_window positions), which rotate with their own RoPE base and scale.
   int32_t sliding_window = 0;
   std::vector<uint8_t> swa_layers;
+  bool HasSlidingLayers() const { return sliding_window > 0 && !swa_layers.empty(); }
   bool IsSlidingLayer(int32_t layer) const {
-    return sliding_window > 0 && !swa_layers.empty() && swa_layers[static_cast<size_t>(layer)];
+    return HasSlidingLayers() && swa_layers[static_cast<size_t>(layer)];
   }
   float rope_theta_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
