@@ -36,7 +36,44 @@ LogSumExp Normalizer(const float* l, int32_t n) {
   return r;
 }
 
+// Mean and its standard error from a sum and a sum of squares over n values.
+struct MeanAndError {
+  double mean, error;
+};
+MeanAndError MeanOf(double sum, double sum2, int64_t n) {
+  const double mean = sum / static_cast<double>(n);
+  const double var = sum2 / static_cast<double>(n) - mean * mean;
+  return {mean, n > 1 && var > 0 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0};
+}
+
 }  // namespace
+
+Percentiles PercentilesOf(std::vector<float>& v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  auto at = [&](double fraction) {
+    const double x = fraction * static_cast<double>(n - 1);
+    const auto i = static_cast<size_t>(x);
+    const double f = x - static_cast<double>(i);
+    return (1 - f) * v[i] + f * v[std::min(i + 1, n - 1)];
+  };
+  p.min = v.front();
+  p.max = v.back();
+  p.median = n % 2 == 0 ? 0.5 * (static_cast<double>(v[n / 2 - 1]) + v[n / 2]) : v[n / 2];
+  p.p0_1 = at(0.001);
+  p.p1 = at(0.01);
+  p.p5 = at(0.05);
+  p.p10 = at(0.10);
+  p.p25 = at(0.25);
+  p.p75 = at(0.75);
+  p.p90 = at(0.90);
+  p.p95 = at(0.95);
+  p.p99 = at(0.99);
+  p.p99_9 = at(0.999);
+  return p;
+}
 
 StatusOr<std::unique_ptr<KlBaseWriter>> KlBaseWriter::Create(const std::string& path, const KlBaseHeader& h) {
   if (h.n_vocab <= 0 || h.n_chunk <= 0 || h.n_ctx < 4 ||
@@ -154,10 +191,17 @@ Status KlBaseReader::CompareRows(const float* logits, const int32_t* targets, in
     }
     const int32_t t = targets[r];
     if (t < 0 || t >= n_vocab) return InvalidArgumentError("target token {} outside the vocabulary", t);
+    const double nll = log_z - l[t], nll_base = -(static_cast<double>(scale) * q[t] + min_log_prob);
+    const double dp = std::exp(-nll) - std::exp(-nll_base);
     sum_kld_ += kld;
     sum_kld2_ += kld * kld;
-    sum_nll_ += log_z - l[t];
-    sum_nll_base_ -= static_cast<double>(scale) * q[t] + min_log_prob;
+    sum_nll_ += nll;
+    sum_nll_base_ += nll_base;
+    sum_dp_ += dp;
+    sum_dp2_ += dp * dp;
+    sum_dp4_ += dp * dp * dp * dp;
+    klds_.push_back(static_cast<float>(kld));
+    dps_.push_back(static_cast<float>(dp));
     same_top_ += z.argmax == base_top;
     ++count_;
   }
@@ -174,10 +218,20 @@ StatusOr<KlDivergenceResult> KlBaseReader::Finish() {
   KlDivergenceResult r;
   const double n = static_cast<double>(count_);
   r.count = count_;
-  r.mean_kld = sum_kld_ / n;
-  const double var = sum_kld2_ / n - r.mean_kld * r.mean_kld;
-  r.kld_stderr = count_ > 1 && var > 0 ? std::sqrt(var / (n - 1)) : 0.0;
+  const MeanAndError kld = MeanOf(sum_kld_, sum_kld2_, count_);
+  r.mean_kld = kld.mean;
+  r.kld_stderr = kld.error;
+  r.kld = PercentilesOf(klds_);
   r.top1_agreement = static_cast<double>(same_top_) / n;
+  r.top1_stderr = count_ > 1 ? std::sqrt(r.top1_agreement * (1 - r.top1_agreement) / (n - 1)) : 0.0;
+  const MeanAndError dp = MeanOf(sum_dp_, sum_dp2_, count_);
+  r.mean_dp = dp.mean;
+  r.dp_stderr = dp.error;
+  // RMS from the mean square and its error (d sqrt(x) = dx / (2 sqrt(x))), as llama-perplexity.
+  const MeanAndError dp2 = MeanOf(sum_dp2_, sum_dp4_, count_);
+  r.rms_dp = std::sqrt(dp2.mean);
+  r.rms_dp_stderr = r.rms_dp > 0 ? 0.5 / r.rms_dp * dp2.error : 0.0;
+  r.dp = PercentilesOf(dps_);
   r.ppl = std::exp(sum_nll_ / n);
   r.ppl_base = std::exp(sum_nll_base_ / n);
   return r;

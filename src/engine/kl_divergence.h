@@ -23,12 +23,27 @@ struct KlBaseHeader {
   std::vector<int32_t> tokens;  // [n_chunk * n_ctx] the evaluated text (first tokens not replaced)
 };
 
+// Percentiles of per-position values as llama-perplexity reports them: over the sorted values,
+// linear interpolation at fraction * (n - 1); the median is the mean of the two middle values
+// when n is even.
+struct Percentiles {
+  double min = 0, p0_1 = 0, p1 = 0, p5 = 0, p10 = 0, p25 = 0, median = 0, p75 = 0, p90 = 0, p95 = 0, p99 = 0,
+         p99_9 = 0, max = 0;
+};
+// values: any order; sorted in place. Empty: all zeros.
+Percentiles PercentilesOf(std::vector<float>& values);
+
 // What a run's distributions differ from the base's by, over every scored position.
 struct KlDivergenceResult {
   int64_t count = 0;
-  double mean_kld = 0, kld_stderr = 0;  // KL(base || run), nats
-  double top1_agreement = 0;            // fraction of positions with the same top token
-  double ppl = 0, ppl_base = 0;         // this run's and the base's perplexity over the positions
+  double mean_kld = 0, kld_stderr = 0;         // KL(base || run), nats
+  Percentiles kld;                             // of the per-position KL divergences
+  double top1_agreement = 0, top1_stderr = 0;  // fraction of positions with the same top token
+  // dp: the run's probability of the token that follows minus the base's (llama.cpp's "Δp").
+  double mean_dp = 0, dp_stderr = 0;
+  double rms_dp = 0, rms_dp_stderr = 0;
+  Percentiles dp;
+  double ppl = 0, ppl_base = 0;  // this run's and the base's perplexity over the positions
   double delta_ppl() const { return ppl - ppl_base; }
 };
 
@@ -64,6 +79,8 @@ class KlBaseReader {
   std::vector<uint16_t> row_;  // [nv]
   int64_t rows_left_ = 0;
   double sum_kld_ = 0, sum_kld2_ = 0, sum_nll_ = 0, sum_nll_base_ = 0;
+  double sum_dp_ = 0, sum_dp2_ = 0, sum_dp4_ = 0;
+  std::vector<float> klds_, dps_;  // [positions compared] per-position KLD and dp, for percentiles
   int64_t count_ = 0, same_top_ = 0;
 };
 

@@ -159,5 +159,41 @@ TEST(KvCacheCli, BenchDecodesFromTheDepthAsLlamaBench) {
   EXPECT_EQ(budget.code, 0) << budget.err;
 }
 
+// `ferry ppl --kl-divergence-base` against a q4_0 cache's run: the one-line summary, then
+// llama-perplexity's statistics block in its labels, consistent with the summary, and the PPL
+// line still last.
+TEST(KvCacheCli, PplReportsLlamaPerplexityStatistics) {
+  const std::string model = testing::TempDir() + "/kv-cli-kl-tiny-hd64.gguf";
+  ASSERT_EQ(Ferry("make-model --preset tiny-hd64 --type f32 -o " + model).code, 0);
+  const std::string text = testing::TempDir() + "/kv-cli-kl-text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 300; ++i) out << "the cat sat on a mat and then it ran to see the dog. ";
+  }
+  const std::string base = testing::TempDir() + "/kv-cli-kl-base.kld";
+  std::remove(base.c_str());
+  const std::string ppl =
+      "ppl -m " + model + " -f " + text + " -c 128 --chunks 4 -t 1 --kl-divergence-base " + base;
+  ASSERT_EQ(Ferry(ppl + " --kv-cache-dtype f32").code, 0);  // writes the base
+  const testing::CliResult r = Ferry(ppl + " --kv-cache-dtype q4_0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The value after `label` on its line.
+  auto value = [&](const std::string& label) {
+    const size_t at = r.out.find(label);
+    EXPECT_NE(at, std::string::npos) << label << " in\n" << r.out;
+    return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + label.size()));
+  };
+  const double mean = value("Mean    KLD:"), max = value("Maximum KLD:"), median = value("Median  KLD:");
+  EXPECT_DOUBLE_EQ(mean, value("KLD = "));  // the summary's mean, both at 6 decimals
+  EXPECT_GT(mean, 0);
+  EXPECT_GE(max, mean);
+  EXPECT_LE(median, max);
+  EXPECT_DOUBLE_EQ(value("Same top p:"), value("top-1 agreement "));  // both in % to 3 decimals
+  EXPECT_LE(value("Minimum Δp:"), value("Median  Δp:"));
+  EXPECT_LE(value("Median  Δp:"), value("Maximum Δp:"));
+  EXPECT_GT(value("RMS Δp    :"), 0);
+  EXPECT_EQ(r.out.rfind("PPL = "), r.out.rfind('\n', r.out.size() - 2) + 1) << r.out;  // the last line
+}
+
 }  // namespace
 }  // namespace ferry

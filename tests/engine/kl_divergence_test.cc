@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -100,6 +101,77 @@ TEST(KlDivergence, MatchesDirectComputationOnOtherLogits) {
   EXPECT_NEAR(r->mean_kld, want, 1e-3 * want);
   EXPECT_DOUBLE_EQ(r->top1_agreement, static_cast<double>(same) / kRows);
   EXPECT_LT(r->top1_agreement, 1.0);
+}
+
+// llama-perplexity's percentile: sorted values, linear interpolation at fraction * (n - 1).
+TEST(KlDivergence, PercentilesInterpolateAsLlamaPerplexity) {
+  std::vector<float> odd = {5, 1, 4, 2, 3};  // sorted 1..5
+  const Percentiles p = PercentilesOf(odd);
+  EXPECT_EQ(p.min, 1);
+  EXPECT_EQ(p.max, 5);
+  EXPECT_EQ(p.median, 3);
+  EXPECT_FLOAT_EQ(p.p25, 2);     // 0.25 * 4 = 1: the second value
+  EXPECT_FLOAT_EQ(p.p10, 1.4);   // 0.4 of the way from 1 to 2
+  EXPECT_FLOAT_EQ(p.p99, 4.96);  // 3.96
+  EXPECT_FLOAT_EQ(p.p0_1, 1.004);
+  EXPECT_FLOAT_EQ(p.p99_9, 4.996);
+  std::vector<float> even = {4, 3, 2, 1};
+  const Percentiles q = PercentilesOf(even);
+  EXPECT_EQ(q.median, 2.5);      // the two middle values' mean
+  EXPECT_FLOAT_EQ(q.p75, 3.25);  // 0.75 * 3 = 2.25
+  std::vector<float> none;
+  EXPECT_EQ(PercentilesOf(none).max, 0);
+}
+
+// The per-position statistics llama-perplexity prints beside the mean: KLD percentiles, and the
+// change in the probability of the token that follows (mean, RMS, percentiles), against a direct
+// computation from the unrounded base logits.
+TEST(KlDivergence, PerPositionStatisticsMatchDirectComputation) {
+  // The run: the base plus noise, so some top tokens agree and some do not.
+  const auto base = RandomLogits(3, 2.f), noise = RandomLogits(4, 1.f);
+  std::vector<float> run(base.size());
+  for (size_t i = 0; i < run.size(); ++i) run[i] = base[i] + noise[i];
+  auto r = Compare(WriteBase(base), run);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto prob = [](const float* l, int t) {
+    double mx = l[0], s = 0;
+    for (int i = 1; i < kVocab; ++i) mx = std::max(mx, double{l[i]});
+    for (int i = 0; i < kVocab; ++i) s += std::exp(l[i] - mx);
+    return std::exp(l[t] - mx) / s;
+  };
+  std::vector<double> klds, dps;
+  double sum_dp = 0, sum_dp2 = 0;
+  for (int i = 0; i < kRows; ++i) {
+    const float* b = base.data() + static_cast<size_t>(i) * kVocab;
+    const float* q = run.data() + static_cast<size_t>(i) * kVocab;
+    klds.push_back(Kl(b, q));
+    const int target = (i * 5) % kVocab;  // Compare's targets
+    const double dp = prob(q, target) - prob(b, target);
+    dps.push_back(dp);
+    sum_dp += dp;
+    sum_dp2 += dp * dp;
+  }
+  std::sort(klds.begin(), klds.end());
+  std::sort(dps.begin(), dps.end());
+  static_assert(kRows % 2 == 1, "the median below is the middle value");
+  // The base's log-probs are stored in u16 steps of ~1.5e-4 nats: KLDs agree to ~1e-3 relative,
+  // probabilities to ~1e-4 absolute.
+  EXPECT_NEAR(r->kld.max, klds.back(), 1e-3 * klds.back());
+  EXPECT_NEAR(r->kld.min, klds.front(), 1e-3 * klds.back());
+  EXPECT_NEAR(r->kld.median, klds[kRows / 2], 1e-3 * klds.back());
+  const double x = 0.9 * (kRows - 1);  // 90th percentile between two sorted values
+  const auto i90 = static_cast<size_t>(x);
+  EXPECT_NEAR(r->kld.p90, klds[i90] + (x - i90) * (klds[i90 + 1] - klds[i90]), 1e-3 * klds.back());
+  EXPECT_NEAR(r->dp.max, dps.back(), 1e-4);
+  EXPECT_NEAR(r->dp.min, dps.front(), 1e-4);
+  EXPECT_NEAR(r->dp.median, dps[kRows / 2], 1e-4);
+  EXPECT_NEAR(r->mean_dp, sum_dp / kRows, 1e-4);
+  EXPECT_NEAR(r->rms_dp, std::sqrt(sum_dp2 / kRows), 1e-4);
+  EXPECT_GT(r->rms_dp, 0.01);  // the two runs differ: the checks above are not of zeros
+  const double a = r->top1_agreement;
+  ASSERT_GT(a, 0.0);  // some tops agree and some do not, so the standard error is not 0
+  ASSERT_LT(a, 1.0);
+  EXPECT_DOUBLE_EQ(r->top1_stderr, std::sqrt(a * (1 - a) / (kRows - 1)));
 }
 
 TEST(KlDivergence, BadFilesAreClearErrors) {

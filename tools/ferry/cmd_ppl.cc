@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "base/progress.h"
 #include "base/timer.h"
@@ -14,6 +16,33 @@
 #include "parallel_flags.h"
 
 namespace ferry::cli {
+namespace {
+
+// The KL-divergence and token-probability statistics in llama-perplexity's labels and order, so
+// the two tools' reports can be read side by side.
+void PrintKlStatistics(const KlDivergenceResult& kl) {
+  using Row = std::pair<const char*, double>;
+  const Percentiles &k = kl.kld, &d = kl.dp;
+  std::printf("====== KL divergence statistics ======\n");
+  std::printf("Mean    KLD: %10.6f ± %10.6f\n", kl.mean_kld, kl.kld_stderr);
+  for (const auto& [label, v] :
+       {Row{"Maximum", k.max}, Row{"99.9%  ", k.p99_9}, Row{"99.0%  ", k.p99}, Row{"95.0%  ", k.p95},
+        Row{"90.0%  ", k.p90}, Row{"Median ", k.median}, Row{"10.0%  ", k.p10}, Row{" 5.0%  ", k.p5},
+        Row{" 1.0%  ", k.p1}, Row{" 0.1%  ", k.p0_1}, Row{"Minimum", k.min}})
+    std::printf("%s KLD: %10.6f\n", label, v);
+  std::printf("====== Token probability statistics ======\n");
+  std::printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100 * kl.mean_dp, 100 * kl.dp_stderr);
+  for (const auto& [label, v] :
+       {Row{"Maximum", d.max}, Row{"99.9%  ", d.p99_9}, Row{"99.0%  ", d.p99}, Row{"95.0%  ", d.p95},
+        Row{"90.0%  ", d.p90}, Row{"75.0%  ", d.p75}, Row{"Median ", d.median}, Row{"25.0%  ", d.p25},
+        Row{"10.0%  ", d.p10}, Row{" 5.0%  ", d.p5}, Row{" 1.0%  ", d.p1}, Row{" 0.1%  ", d.p0_1},
+        Row{"Minimum", d.min}})
+    std::printf("%s Δp: %6.3f%%\n", label, 100 * v);
+  std::printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100 * kl.rms_dp, 100 * kl.rms_dp_stderr);
+  std::printf("Same top p: %6.3f ± %5.3f %%\n", 100 * kl.top1_agreement, 100 * kl.top1_stderr);
+}
+
+}  // namespace
 
 Runner AddPplCommand(CLI::App& app) {
   struct Opts {
@@ -133,6 +162,7 @@ Runner AddPplCommand(CLI::App& app) {
           "positions\n",
           kl->mean_kld, kl->kld_stderr, 100.0 * kl->top1_agreement, kl->ppl, kl->ppl_base, kl->delta_ppl(),
           static_cast<long long>(kl->count));
+      PrintKlStatistics(*kl);
     }
     std::printf("PPL = %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
     return 0;
