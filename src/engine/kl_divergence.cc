@@ -160,6 +160,8 @@ StatusOr<std::unique_ptr<KlBaseReader>> KlBaseReader::Open(const std::string& pa
       return InvalidArgumentError("'{}': token id {} is outside the vocabulary [0, {})", path, t, h.n_vocab);
   r->row_.assign(static_cast<size_t>(RowWords(h.n_vocab)), 0);
   r->rows_left_ = static_cast<int64_t>(rows);
+  r->klds_.reserve(rows);  // bounded: the file holds this many rows, checked above
+  r->dps_.reserve(rows);
   return r;
 }
 
