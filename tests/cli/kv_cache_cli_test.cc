@@ -1,6 +1,7 @@
 // The KV cache type flags on the CLI: --cache-rotate reaches the cache (bench reports it and
 // the rotated K changes what a q4_0 cache stores, so perplexity moves) while an f32 cache's
-// perplexity is the same with and without it.
+// perplexity is the same with and without it; bench's type lists and depth; and `ppl
+// --kl-divergence-base` comparing one cache type's run with another's.
 #include <gtest/gtest.h>
 
 #include <cstdio>
