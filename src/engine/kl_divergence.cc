@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/mean_error.h"
+
 namespace ferry {
 namespace {
 
@@ -34,16 +36,6 @@ LogSumExp Normalizer(const float* l, int32_t n) {
   for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(l[i]) - r.max);
   r.log_sum_exp = std::log(sum);
   return r;
-}
-
-// Mean and its standard error from a sum and a sum of squares over n values.
-struct MeanAndError {
-  double mean, error;
-};
-MeanAndError MeanOf(double sum, double sum2, int64_t n) {
-  const double mean = sum / static_cast<double>(n);
-  const double var = sum2 / static_cast<double>(n) - mean * mean;
-  return {mean, n > 1 && var > 0 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0};
 }
 
 }  // namespace

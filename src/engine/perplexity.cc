@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/mean_error.h"
 #include "model/forward_batch.h"
 #include "model/kv_budget_cache.h"
 
@@ -28,8 +29,9 @@ StatusOr<PerplexityResult> Perplexity(const Model& model, int32_t bos, ThreadPoo
                                 n_ctx);
   // Contiguous, or budgeted under --kv-policy sink|h2o (eviction between passes of n_batch).
   PerplexityResult r;
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
-                         CreateKvCacheFor(cfg, model.sparsity(), 1, n_ctx, n_batch, &r.sparsity, options.kv_types));
+  FERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<KvCache> kv,
+      CreateKvCacheFor(cfg, model.sparsity(), 1, n_ctx, n_batch, &r.sparsity, options.kv_types));
   ForwardScratch scratch;
   ForwardOptions fo;
   fo.stats = &r.sparsity;
@@ -75,10 +77,9 @@ StatusOr<PerplexityResult> Perplexity(const Model& model, int32_t bos, ThreadPoo
   }
   r.n_chunks = n_chunks;
   r.n_scored = count;
-  double mean = nll / static_cast<double>(count);
-  r.ppl = std::exp(mean);
-  double var = nll2 / static_cast<double>(count) - mean * mean;
-  r.ppl_stderr = (var > 0 && count > 1) ? std::sqrt(var / static_cast<double>(count - 1)) * r.ppl : 0.0;
+  const MeanAndError nll_mean = MeanOf(nll, nll2, count);
+  r.ppl = std::exp(nll_mean.mean);
+  r.ppl_stderr = nll_mean.error * r.ppl;
   return r;
 }
 
